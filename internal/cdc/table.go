@@ -1,0 +1,73 @@
+package cdc
+
+import (
+	"fmt"
+	"strings"
+)
+
+// TableID names a source table.
+type TableID struct {
+	Schema string
+	Name   string
+}
+
+// ParseTableID parses "schema.table". An unqualified name is an error: the
+// configuration always names the schema so that nothing is guessed.
+func ParseTableID(s string) (TableID, error) {
+	schema, name, ok := strings.Cut(s, ".")
+	if !ok || schema == "" || name == "" || strings.Contains(name, ".") {
+		return TableID{}, fmt.Errorf("table %q: want a schema-qualified name such as public.orders", s)
+	}
+	return TableID{Schema: schema, Name: name}, nil
+}
+
+// String returns "schema.table", the key used in the manifest.
+func (t TableID) String() string { return t.Schema + "." + t.Name }
+
+// ReplicaIdentity is a table's REPLICA IDENTITY setting.
+type ReplicaIdentity string
+
+const (
+	ReplicaIdentityDefault ReplicaIdentity = "default"
+	ReplicaIdentityFull    ReplicaIdentity = "full"
+	ReplicaIdentityIndex   ReplicaIdentity = "index"
+	ReplicaIdentityNothing ReplicaIdentity = "nothing"
+)
+
+// Column describes one source column as the catalog reports it.
+type Column struct {
+	Name    string
+	TypeOID uint32
+	TypeMod int32
+	// PGType is format_type(oid, typmod): "numeric(12,3)", "timestamp with time zone".
+	PGType  string
+	NotNull bool
+	// FieldID is the stable id of the column across renames (Iceberg field id).
+	FieldID int
+}
+
+// Table is a source table as pg-cdc captures it.
+type Table struct {
+	ID              TableID
+	OID             uint32
+	Columns         []Column
+	PrimaryKey      []string // column names in key order; empty when the table has none
+	ReplicaIdentity ReplicaIdentity
+}
+
+// InsertOnly reports whether the table is captured without a key: it has no
+// primary key and no REPLICA IDENTITY FULL, so PostgreSQL rejects its UPDATE
+// and DELETE and its rows are identified by (__lsn, __seq).
+func (t *Table) InsertOnly() bool {
+	return len(t.PrimaryKey) == 0 && t.ReplicaIdentity != ReplicaIdentityFull
+}
+
+// ColumnIndex returns the position of the named column, or -1.
+func (t *Table) ColumnIndex(name string) int {
+	for i, c := range t.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}

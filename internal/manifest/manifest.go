@@ -1,0 +1,197 @@
+// Package manifest holds the manifest model (DESIGN §3), its JSON encoding,
+// sink key layout (DESIGN §2) and the compare-and-swap commit loop.
+//
+// The manifest is the single source of truth: a file the manifest does not
+// reference does not exist for readers. Its JSON field names are a published
+// contract: add fields freely, never rename or repurpose one without a new
+// FormatVersion.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// FormatVersion is the manifest format this code writes and reads.
+const FormatVersion = 1
+
+// Key is the manifest's key relative to the sink root.
+const Key = "_pgcdc/manifest.json"
+
+// HistoryLimit is how many recent epochs the manifest keeps in History.
+const HistoryLimit = 100
+
+// Manifest is the whole manifest document.
+type Manifest struct {
+	FormatVersion int     `json:"format_version"`
+	Source        Source  `json:"source"`
+	Epoch         uint64  `json:"epoch"`
+	EndLSN        cdc.LSN `json:"end_lsn"`
+	// CommittedAt is when this version of the manifest was written.
+	CommittedAt time.Time         `json:"committed_at"`
+	Tables      map[string]*Table `json:"tables"`
+	History     []EpochRecord     `json:"history"`
+}
+
+// Source names the upstream the manifest was built from.
+type Source struct {
+	SystemIdentifier string `json:"system_identifier"`
+	Timeline         int32  `json:"timeline"`
+	Database         string `json:"database"`
+	Slot             string `json:"slot"`
+	Publication      string `json:"publication"`
+}
+
+// Table is one captured table.
+type Table struct {
+	Schema          string          `json:"schema"`
+	Name            string          `json:"name"`
+	OID             uint32          `json:"oid"`
+	Generation      string          `json:"generation"`
+	PrimaryKey      []string        `json:"primary_key"`
+	ReplicaIdentity string          `json:"replica_identity"`
+	SchemaVersion   int             `json:"schema_version"`
+	Schemas         []SchemaVersion `json:"schemas"`
+	Snapshot        Snapshot        `json:"snapshot"`
+	Base            *Base           `json:"base"`
+	Deltas          []Delta         `json:"deltas"`
+}
+
+// SchemaVersion is the column list in force from an epoch on.
+type SchemaVersion struct {
+	Version   int      `json:"version"`
+	FromEpoch uint64   `json:"from_epoch"`
+	Columns   []Column `json:"columns"`
+}
+
+// Column is one column of a schema version.
+type Column struct {
+	Name        string `json:"name"`
+	PGType      string `json:"pg_type"`
+	ParquetType string `json:"parquet_type"`
+	Nullable    bool   `json:"nullable"`
+	FieldID     int    `json:"field_id"`
+	TypeOID     uint32 `json:"type_oid"`
+	TypeMod     int32  `json:"type_mod"`
+}
+
+// Snapshot records the progress of a table's snapshot.
+type Snapshot struct {
+	State string  `json:"state"` // "pending", "running", "complete"
+	LSN   cdc.LSN `json:"lsn"`
+}
+
+// Snapshot states.
+const (
+	SnapshotPending  = "pending"
+	SnapshotComplete = "complete"
+)
+
+// Base is the table's compacted or snapshotted state.
+type Base struct {
+	Epoch    uint64  `json:"epoch"`
+	MaxLSN   cdc.LSN `json:"max_lsn"`
+	RowCount int64   `json:"row_count"`
+	Files    []File  `json:"files"`
+}
+
+// Delta is the change rows one epoch wrote for the table.
+type Delta struct {
+	Epoch         uint64  `json:"epoch"`
+	MinLSN        cdc.LSN `json:"min_lsn"`
+	MaxLSN        cdc.LSN `json:"max_lsn"`
+	Rows          int64   `json:"rows"`
+	SchemaVersion int     `json:"schema_version"`
+	Files         []File  `json:"files"`
+}
+
+// File is one Parquet file, by key relative to the sink root.
+type File struct {
+	Path  string `json:"path"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// EpochRecord is one entry of the recent history.
+type EpochRecord struct {
+	Epoch         uint64    `json:"epoch"`
+	EndLSN        cdc.LSN   `json:"end_lsn"`
+	MaxCommitTime time.Time `json:"max_commit_time"`
+	FlushedAt     time.Time `json:"flushed_at"`
+}
+
+// Decode parses and validates a manifest. Unknown fields are accepted (a
+// newer writer may add fields); a different format version is refused.
+func Decode(data []byte) (*Manifest, error) {
+	var probe struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", err)
+	}
+	if probe.FormatVersion == nil {
+		return nil, fmt.Errorf("decode manifest: no format_version")
+	}
+	if *probe.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("decode manifest: format_version %d is not supported (this build reads %d)", *probe.FormatVersion, FormatVersion)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", err)
+	}
+	if m.Tables == nil {
+		m.Tables = map[string]*Table{}
+	}
+	for key, t := range m.Tables {
+		if t == nil {
+			return nil, fmt.Errorf("decode manifest: table %q is null", key)
+		}
+		if want := (cdc.TableID{Schema: t.Schema, Name: t.Name}).String(); want != key {
+			return nil, fmt.Errorf("decode manifest: table key %q does not match its schema and name %q", key, want)
+		}
+	}
+	return &m, nil
+}
+
+// Encode renders the manifest as indented JSON with a stable key order
+// (struct fields in declaration order, map keys sorted).
+func (m *Manifest) Encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Clone returns a deep copy, so a mutation that fails leaves the original
+// untouched.
+func (m *Manifest) Clone() *Manifest {
+	data, err := m.Encode()
+	if err != nil {
+		panic(fmt.Sprintf("manifest: clone: %v", err)) // cannot happen: the model has no unencodable fields
+	}
+	c, err := Decode(data)
+	if err != nil {
+		panic(fmt.Sprintf("manifest: clone: %v", err))
+	}
+	return c
+}
+
+// CurrentSchema returns the table's schema version in force.
+func (t *Table) CurrentSchema() *SchemaVersion {
+	for i := range t.Schemas {
+		if t.Schemas[i].Version == t.SchemaVersion {
+			return &t.Schemas[i]
+		}
+	}
+	return nil
+}
+
+// ID returns the table's id.
+func (t *Table) ID() cdc.TableID { return cdc.TableID{Schema: t.Schema, Name: t.Name} }
