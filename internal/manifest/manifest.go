@@ -195,3 +195,25 @@ func (t *Table) CurrentSchema() *SchemaVersion {
 
 // ID returns the table's id.
 func (t *Table) ID() cdc.TableID { return cdc.TableID{Schema: t.Schema, Name: t.Name} }
+
+// SourceTable returns the table as the capture code sees it: the columns of
+// its current schema version.
+func (t *Table) SourceTable() (*cdc.Table, error) {
+	sv := t.CurrentSchema()
+	if sv == nil {
+		return nil, fmt.Errorf("table %s: schema version %d is not in the manifest", t.ID(), t.SchemaVersion)
+	}
+	ct := &cdc.Table{
+		ID:              t.ID(),
+		OID:             t.OID,
+		PrimaryKey:      append([]string(nil), t.PrimaryKey...),
+		ReplicaIdentity: cdc.ReplicaIdentity(t.ReplicaIdentity),
+	}
+	for _, c := range sv.Columns {
+		ct.Columns = append(ct.Columns, cdc.Column{
+			Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, PGType: c.PGType,
+			NotNull: !c.Nullable, FieldID: c.FieldID,
+		})
+	}
+	return ct, nil
+}

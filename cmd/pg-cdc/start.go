@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/flush"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/replicate"
+)
+
+// Retry policy for transient failures (connection resets, a restarting
+// PostgreSQL, a slot still held by our own previous, dying session): bounded
+// exponential backoff; a session that made progress resets the budget.
+const (
+	retryFirst    = 500 * time.Millisecond
+	retryMax      = 30 * time.Second
+	retryAttempts = 12
+)
+
+func newStartCmd(configPath *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "start",
+		Short: "Stream changes from the slot into the sink until stopped (SIGTERM/SIGINT)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(*configPath)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg, cmd.ErrOrStderr())
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runStart(ctx, cfg, log)
+		},
+	}
+}
+
+func runStart(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	store, err := openSink(cfg)
+	if err != nil {
+		return err
+	}
+	release, err := lockSink(ctx, store, "start")
+	if err != nil {
+		return err
+	}
+	defer release()
+	committer, err := manifest.Open(ctx, store, manifest.Breaker{})
+	if err != nil {
+		if errors.Is(err, cdc.ErrNotInitialized) {
+			return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", cfg.Storage.Path), Hint: "run 'pg-cdc init' first"}
+		}
+		return err
+	}
+	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Logger: log, Now: time.Now}
+
+	attempt := 0
+	for {
+		before := committer.Current().EndLSN
+		err := session(ctx, cfg, log, fc)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if committer.Current().EndLSN > before {
+			attempt = 0 // the session made progress: this is a new failure
+		}
+		attempt++
+		if attempt > retryAttempts {
+			return fmt.Errorf("%w after %d attempts: %w", cdc.ErrRetriesExhausted, retryAttempts, err)
+		}
+		wait := min(retryMax, retryFirst<<min(attempt-1, 10))
+		log.Warn("replication session failed; retrying", "err", err, "attempt", attempt, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return nil // stopped while waiting: nothing is buffered, everything durable is confirmed
+		case <-time.After(wait):
+		}
+	}
+}
+
+// session runs one replication connection from the manifest's end LSN.
+func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush.Committer) error {
+	m := fc.Manifest.Current()
+	db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ident, err := db.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkIdentity(m, ident); err != nil {
+		return err
+	}
+	slotName := m.Source.Slot
+	slot, err := db.Slot(ctx, slotName)
+	if err != nil {
+		return err
+	}
+	if err := checkSlot(slotName, slot, m); err != nil {
+		return err
+	}
+	xidRef, err := db.CurrentXID(ctx)
+	if err != nil {
+		return err
+	}
+
+	repl, err := postgres.ConnectReplication(ctx, cfg.Source.Postgres.URL)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	if err := repl.StartReplication(ctx, slotName, m.Source.Publication, m.EndLSN); err != nil {
+		return err
+	}
+	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables))
+
+	svc, err := replicate.New(replicate.Config{
+		Limits: flush.Limits{
+			Interval: cfg.Flush.Interval(),
+			MaxRows:  int64(cfg.Flush.MaxRows),
+			MaxBytes: cfg.Flush.MaxBytes,
+		},
+		StandbyInterval: cfg.Replication.StandbyInterval(),
+		DrainTimeout:    cfg.Flush.DrainTimeout(),
+		StateDir:        filepath.Join(cfg.State.Path, "stream"),
+		MemoryBudget:    cfg.Replication.MemoryBudgetBytes,
+		XIDRef:          xidRef,
+	}, replSource{repl}, fc, log)
+	if err != nil {
+		return err
+	}
+	return svc.Run(ctx)
+}
+
+// checkSlot enforces DESIGN §1 rule 5 before streaming: a missing or
+// invalidated slot, or one confirmed past the manifest, means changes are
+// gone; that is never a restart point.
+func checkSlot(name string, slot postgres.SlotInfo, m *manifest.Manifest) error {
+	rebuild := "the changes since the manifest's end LSN are gone; run 'pg-cdc teardown --yes' and 'pg-cdc init' on a new storage path to rebuild"
+	switch {
+	case !slot.Exists:
+		return &cdc.Error{Class: cdc.ErrSlotLost, Msg: fmt.Sprintf("replication slot %q does not exist", name), Hint: rebuild}
+	case slot.WALStatus == "lost":
+		return &cdc.Error{Class: cdc.ErrSlotLost, Msg: fmt.Sprintf("replication slot %q is invalidated (wal_status lost)", name), Hint: rebuild}
+	case slot.ConfirmedFlushLSN > m.EndLSN:
+		return &cdc.Error{Class: cdc.ErrSlotAhead,
+			Msg:  fmt.Sprintf("replication slot %q is confirmed at %s, past the manifest's end LSN %s", name, slot.ConfirmedFlushLSN, m.EndLSN),
+			Hint: "another consumer used the slot or it was advanced by hand; " + rebuild}
+	case slot.Active:
+		return &slotBusyError{name: name, pid: slot.ActivePID}
+	}
+	return nil
+}
+
+// slotBusyError is transient: after a crash, PostgreSQL keeps the slot
+// active until it notices the old connection is gone.
+type slotBusyError struct {
+	name string
+	pid  int32
+}
+
+func (e *slotBusyError) Error() string {
+	return fmt.Sprintf("replication slot %q is in use by PID %d", e.name, e.pid)
+}
+
+func retryable(err error) bool {
+	var busy *slotBusyError
+	return errors.As(err, &busy) || postgres.IsTransient(err)
+}
+
+// replSource adapts the postgres replication connection to the service's
+// Source port.
+type replSource struct{ c *postgres.ReplConn }
+
+func (r replSource) Receive(ctx context.Context) (replicate.Message, error) {
+	m, err := r.c.Receive(ctx)
+	if err != nil {
+		return replicate.Message{}, err
+	}
+	return replicate.Message{
+		Keepalive:      m.Kind == postgres.Keepalive,
+		ServerWALEnd:   m.ServerWALEnd,
+		ReplyRequested: m.ReplyRequested,
+		Data:           m.Data,
+	}, nil
+}
+
+func (r replSource) SendStatus(ctx context.Context, pos cdc.LSN, reply bool) error {
+	return r.c.SendStatus(ctx, pos, reply)
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
+)
+
+func newStatusCmd(configPath *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the slot, the manifest and per-table counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(*configPath)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			store, err := openSink(cfg)
+			if err != nil {
+				return err
+			}
+			m, _, err := manifest.Load(ctx, store)
+			if err != nil && !errors.Is(err, cdc.ErrNotInitialized) {
+				return err
+			}
+
+			db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			slot, err := db.Slot(ctx, cfg.Replication.Slot)
+			if err != nil {
+				return err
+			}
+			printSlot(out, cfg.Replication.Slot, slot, m)
+			if m == nil {
+				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", cfg.Storage.Path)
+				return nil
+			}
+			printManifest(out, m)
+			return nil
+		},
+	}
+}
+
+func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Manifest) {
+	if !s.Exists {
+		fmt.Fprintf(out, "slot:      %s does not exist\n", name)
+		return
+	}
+	state := "inactive"
+	if s.Active {
+		state = fmt.Sprintf("active (PID %d)", s.ActivePID)
+	}
+	fmt.Fprintf(out, "slot:      %s %s, confirmed %s, wal_status %s, retained WAL %s\n",
+		name, state, s.ConfirmedFlushLSN, s.WALStatus, humanBytes(s.RetainedBytes))
+	if m != nil && s.ConfirmedFlushLSN > m.EndLSN {
+		fmt.Fprintf(out, "           WARNING: the slot is confirmed past the manifest's end LSN %s; 'start' will refuse to run\n", m.EndLSN)
+	}
+}
+
+func printManifest(out io.Writer, m *manifest.Manifest) {
+	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339))
+	if n := len(m.History); n > 0 {
+		last := m.History[n-1]
+		fmt.Fprintf(out, "last flush: epoch %d at %s (newest commit %s)\n", last.Epoch,
+			last.FlushedAt.Format(time.RFC3339), last.MaxCommitTime.Format(time.RFC3339))
+	}
+	keys := make([]string, 0, len(m.Tables))
+	for k := range m.Tables {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH")
+	for _, k := range keys {
+		t := m.Tables[k]
+		var baseRows, changeRows, bytes int64
+		var lastEpoch uint64
+		if t.Base != nil {
+			baseRows = t.Base.RowCount
+			for _, f := range t.Base.Files {
+				bytes += f.Bytes
+			}
+		}
+		for _, d := range t.Deltas {
+			changeRows += d.Rows
+			lastEpoch = max(lastEpoch, d.Epoch)
+			for _, f := range d.Files {
+				bytes += f.Bytes
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\n", k, t.Snapshot.State, baseRows, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch)
+	}
+	tw.Flush()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,194 @@
+package config
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config is the whole configuration of one pg-cdc process. Field comments
+// give the YAML key, the default and the environment override; the same
+// facts are in docs/configuration.md.
+type Config struct {
+	Source      SourceConfig
+	Tables      TablesConfig
+	Replication ReplicationConfig
+	Init        InitConfig
+	Storage     StorageConfig
+	Flush       FlushConfig
+	State       StateConfig
+	Log         LogConfig
+}
+
+// SourceConfig is the "source" section.
+type SourceConfig struct {
+	Postgres PostgresConfig
+}
+
+// PostgresConfig is the "source.postgres" section.
+type PostgresConfig struct {
+	// URL (source.postgres.url, PGCDC_SOURCE_POSTGRES_URL) is a
+	// postgres:// or postgresql:// connection URL. Required; no default.
+	// ${VAR} in the file is expanded, so the password can stay in the
+	// environment. Print it only through Config.Redacted.
+	URL string
+	// Schemas (source.postgres.schemas, PGCDC_SOURCE_POSTGRES_SCHEMAS) are
+	// the schemas whose tables are captured. Default ["public"].
+	Schemas []string
+}
+
+// TablesConfig is the "tables" section.
+type TablesConfig struct {
+	// Include (tables.include, PGCDC_TABLES_INCLUDE) lists schema-qualified
+	// tables ("public.orders"). Empty (the default) means every table of
+	// source.postgres.schemas.
+	Include []string
+	// Exclude (tables.exclude, PGCDC_TABLES_EXCLUDE) lists exact
+	// "schema.table" names or path.Match globs on them ("public.tmp_*").
+	// Default empty. Exclude wins over Include.
+	Exclude []string
+}
+
+// ReplicationConfig is the "replication" section.
+type ReplicationConfig struct {
+	// Publication (replication.publication, PGCDC_REPLICATION_PUBLICATION).
+	// Default "pg_cdc_pub".
+	Publication string
+	// Slot (replication.slot, PGCDC_REPLICATION_SLOT) is the logical
+	// replication slot. Default "pg_cdc_slot".
+	Slot string
+	// StandbyIntervalSec (replication.standby_interval_sec,
+	// PGCDC_REPLICATION_STANDBY_INTERVAL_SEC) is how often the confirmed LSN
+	// is reported to PostgreSQL. Default 10.
+	StandbyIntervalSec int
+	// MemoryBudgetBytes (replication.memory_budget_bytes,
+	// PGCDC_REPLICATION_MEMORY_BUDGET_BYTES) bounds the in-progress
+	// (streamed) transactions held in memory before they spill to
+	// state.path. Default 64 MiB.
+	MemoryBudgetBytes int64
+}
+
+// StandbyInterval is StandbyIntervalSec as a duration.
+func (r ReplicationConfig) StandbyInterval() time.Duration {
+	return time.Duration(r.StandbyIntervalSec) * time.Second
+}
+
+// InitConfig is the "init" section.
+type InitConfig struct {
+	// ParallelWorkers (init.parallel_workers, PGCDC_INIT_PARALLEL_WORKERS)
+	// is how many tables the initial snapshot copies at once. Default 4.
+	ParallelWorkers int
+}
+
+// Storage types.
+const (
+	StorageFilesystem = "filesystem"
+	StorageS3         = "s3"
+	StorageGCS        = "gcs"
+)
+
+// StorageConfig is the "storage" section.
+type StorageConfig struct {
+	// Type (storage.type, PGCDC_STORAGE_TYPE) is the sink kind. Only
+	// "filesystem" in this version; "s3" and "gcs" are reserved. Default
+	// "filesystem".
+	Type string
+	// Path (storage.path, PGCDC_STORAGE_PATH) is the sink root directory for
+	// the filesystem sink. Default "./pgcdc-data".
+	Path string
+}
+
+// FlushConfig is the "flush" section.
+type FlushConfig struct {
+	// IntervalSec (flush.interval_sec, PGCDC_FLUSH_INTERVAL_SEC): flush at
+	// least this often when changes are buffered. Default 10.
+	IntervalSec int
+	// MaxRows (flush.max_rows, PGCDC_FLUSH_MAX_ROWS): flush when this many
+	// rows are buffered. Default 100000.
+	MaxRows int
+	// MaxBytes (flush.max_bytes, PGCDC_FLUSH_MAX_BYTES): flush when this many
+	// bytes are buffered. Default 128 MiB.
+	MaxBytes int64
+	// DrainTimeoutSec (flush.drain_timeout_sec, PGCDC_FLUSH_DRAIN_TIMEOUT_SEC)
+	// bounds the final flush on SIGTERM/SIGINT. Default 30.
+	DrainTimeoutSec int
+	// ParallelWorkers (flush.parallel_workers, PGCDC_FLUSH_PARALLEL_WORKERS)
+	// is how many tables are written at once in one flush. Default 4.
+	ParallelWorkers int
+}
+
+// Interval is IntervalSec as a duration.
+func (f FlushConfig) Interval() time.Duration { return time.Duration(f.IntervalSec) * time.Second }
+
+// DrainTimeout is DrainTimeoutSec as a duration.
+func (f FlushConfig) DrainTimeout() time.Duration {
+	return time.Duration(f.DrainTimeoutSec) * time.Second
+}
+
+// StateConfig is the "state" section.
+type StateConfig struct {
+	// Path (state.path, PGCDC_STATE_PATH) is the local working directory:
+	// spilled transactions and other scratch data. Default "./.pgcdc".
+	Path string
+}
+
+// Log levels and formats.
+const (
+	LogLevelDebug = "debug"
+	LogLevelInfo  = "info"
+	LogLevelWarn  = "warn"
+	LogLevelError = "error"
+
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// LogConfig is the "log" section.
+type LogConfig struct {
+	// Level (log.level, PGCDC_LOG_LEVEL): debug, info, warn or error.
+	// Default "info".
+	Level string
+	// Format (log.format, PGCDC_LOG_FORMAT): text or json. Default "text".
+	Format string
+}
+
+// SlogLevel maps Level to a slog.Level. Call it on a validated Config; an
+// unknown level maps to info.
+func (l LogConfig) SlogLevel() slog.Level {
+	switch l.Level {
+	case LogLevelDebug:
+		return slog.LevelDebug
+	case LogLevelWarn:
+		return slog.LevelWarn
+	case LogLevelError:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// Default returns the configuration used for every key the file and the
+// environment leave out. It is not valid on its own: source.postgres.url has
+// no default.
+func Default() Config {
+	return Config{
+		Source: SourceConfig{Postgres: PostgresConfig{Schemas: []string{"public"}}},
+		Tables: TablesConfig{Include: []string{}, Exclude: []string{}},
+		Replication: ReplicationConfig{
+			Publication:        "pg_cdc_pub",
+			Slot:               "pg_cdc_slot",
+			StandbyIntervalSec: 10,
+			MemoryBudgetBytes:  64 << 20,
+		},
+		Init:    InitConfig{ParallelWorkers: 4},
+		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data"},
+		Flush: FlushConfig{
+			IntervalSec:     10,
+			MaxRows:         100000,
+			MaxBytes:        128 << 20,
+			DrainTimeoutSec: 30,
+			ParallelWorkers: 4,
+		},
+		State: StateConfig{Path: "./.pgcdc"},
+		Log:   LogConfig{Level: LogLevelInfo, Format: LogFormatText},
+	}
+}

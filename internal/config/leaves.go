@@ -1,0 +1,128 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// leaf is one settable key: its dotted path in the file and a pointer to the
+// field it sets. target is one of *string, *int, *int64 or *[]string; the
+// set is closed and every user switches over it.
+type leaf struct {
+	path   string
+	target any
+}
+
+// envPrefix starts every override variable.
+const envPrefix = "PGCDC_"
+
+// envName is the override variable of a key: PGCDC_ and the path upper-cased
+// with dots turned into underscores.
+func (l leaf) envName() string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(l.path, ".", "_"))
+}
+
+// leaves lists every key of c. Adding a key to Config means adding one line
+// here (and to docs/configuration.md, which a test checks); the file walker
+// and the environment overrides follow from it.
+func leaves(c *Config) []leaf {
+	return []leaf{
+		{"source.postgres.url", &c.Source.Postgres.URL},
+		{"source.postgres.schemas", &c.Source.Postgres.Schemas},
+		{"tables.include", &c.Tables.Include},
+		{"tables.exclude", &c.Tables.Exclude},
+		{"replication.publication", &c.Replication.Publication},
+		{"replication.slot", &c.Replication.Slot},
+		{"replication.standby_interval_sec", &c.Replication.StandbyIntervalSec},
+		{"replication.memory_budget_bytes", &c.Replication.MemoryBudgetBytes},
+		{"init.parallel_workers", &c.Init.ParallelWorkers},
+		{"storage.type", &c.Storage.Type},
+		{"storage.path", &c.Storage.Path},
+		{"flush.interval_sec", &c.Flush.IntervalSec},
+		{"flush.max_rows", &c.Flush.MaxRows},
+		{"flush.max_bytes", &c.Flush.MaxBytes},
+		{"flush.drain_timeout_sec", &c.Flush.DrainTimeoutSec},
+		{"flush.parallel_workers", &c.Flush.ParallelWorkers},
+		{"state.path", &c.State.Path},
+		{"log.level", &c.Log.Level},
+		{"log.format", &c.Log.Format},
+	}
+}
+
+// schema indexes the leaves of one Config for lookups by path.
+type schema struct {
+	leaves   map[string]leaf
+	sections map[string]bool // every proper prefix of a leaf path: "source", "source.postgres"
+	paths    []string        // every leaf and section path, for suggestions
+}
+
+func newSchema(c *Config) schema {
+	s := schema{leaves: map[string]leaf{}, sections: map[string]bool{}}
+	for _, l := range leaves(c) {
+		s.leaves[l.path] = l
+		s.paths = append(s.paths, l.path)
+		parts := strings.Split(l.path, ".")
+		for i := 1; i < len(parts); i++ {
+			sec := strings.Join(parts[:i], ".")
+			if !s.sections[sec] {
+				s.sections[sec] = true
+				s.paths = append(s.paths, sec)
+			}
+		}
+	}
+	sort.Strings(s.paths)
+	return s
+}
+
+// kindName names what a target wants, for "want ..." messages.
+func kindName(target any) string {
+	switch target.(type) {
+	case *int, *int64:
+		return "an integer"
+	case *[]string:
+		return "a list of strings"
+	default:
+		return "a string"
+	}
+}
+
+// suggest returns ` (did you mean "x"?)` when one candidate is close to
+// got, so that a typo is answered with its fix.
+func suggest(got string, candidates []string) string {
+	best, bestDist := "", 3 // at most two edits away
+	for _, c := range candidates {
+		if d := editDistance(got, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return ` (did you mean "` + best + `"?)`
+}
+
+// editDistance is the Levenshtein distance of a and b in bytes. Keys are
+// short ASCII, so the quadratic table is cheap; long inputs (fuzzing, junk)
+// are cut off early because they cannot be typos of a key.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,319 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the YAML file at path and returns the configuration it
+// describes, with environ (os.Environ() form, "KEY=value") supplying ${VAR}
+// values and PGCDC_* overrides. The result is validated.
+func Load(path string, environ []string) (Config, error) {
+	if path == "" {
+		return Config{}, errors.New("read config: no file given")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Config{}, fmt.Errorf("read config %s: file does not exist: %w", path, err)
+		}
+		return Config{}, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return Parse(data, path, environ)
+}
+
+// Parse is Load on bytes already read; name is the file name used in error
+// messages ("pg-cdc.yml:7: ..."). Empty data gives the defaults (plus the
+// environment), which still must validate.
+func Parse(data []byte, name string, environ []string) (Config, error) {
+	c := Default()
+	env := envMap(environ)
+	errs := decodeFile(&c, data, name, env)
+	errs = append(errs, applyEnv(&c, env)...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// envMap turns "KEY=value" entries into a map. A later entry wins over an
+// earlier one, as with os/exec, so a test can append an override. Entries
+// without "=" are ignored: they carry no value.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// posError is an error located at a line of the file. It keeps the cause
+// for errors.Is/As while printing the position the way compilers do.
+type posError struct {
+	msg string
+	err error
+}
+
+func (e *posError) Error() string { return e.msg }
+func (e *posError) Unwrap() error { return e.err }
+
+// decodeFile walks the YAML document against the known keys and sets them
+// on c. It returns every problem it finds, not only the first, so that one
+// run shows all the typos of a file.
+func decodeFile(c *Config, data []byte, name string, env map[string]string) []error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file: every key keeps its default
+		}
+		return []error{yamlError(name, err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return []error{yamlError(name, err)}
+		}
+		// A second document would be silently ignored by a plain decode.
+		return []error{fmt.Errorf("%s:%d: more than one YAML document (remove the extra \"---\")", name, extra.Line)}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return nil
+		}
+		root = root.Content[0]
+	}
+	w := walker{name: name, env: env, schema: newSchema(c)}
+	w.section(root, "")
+	return w.errs
+}
+
+// yamlError rewrites yaml.v3's "yaml: line N: msg" as "name:N: msg".
+func yamlError(name string, err error) error {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
+		if n, tail, ok := strings.Cut(rest, ": "); ok {
+			if _, convErr := strconv.Atoi(n); convErr == nil {
+				return &posError{msg: fmt.Sprintf("%s:%s: %s", name, n, tail), err: err}
+			}
+		}
+	}
+	return &posError{msg: fmt.Sprintf("%s: parse YAML: %s", name, strings.TrimPrefix(msg, "yaml: ")), err: err}
+}
+
+type walker struct {
+	name   string
+	env    map[string]string
+	schema schema
+	errs   []error
+}
+
+func (w *walker) errorf(line int, format string, args ...any) {
+	w.errs = append(w.errs, fmt.Errorf("%s:%d: %s", w.name, line, fmt.Sprintf(format, args...)))
+}
+
+// deref follows an alias to the node it names (anchors are allowed, and
+// YAML forbids an alias of an alias).
+func deref(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func join(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+// section walks a mapping whose keys are the children of prefix ("" is the
+// top level).
+func (w *walker) section(node *yaml.Node, prefix string) {
+	line := node.Line
+	node = deref(node)
+	if isNull(node) {
+		return // "flush:" with nothing under it keeps the defaults
+	}
+	if node.Kind != yaml.MappingNode {
+		where := "at the top level"
+		if prefix != "" {
+			where = "for " + prefix
+		}
+		w.errorf(line, "want a mapping of keys %s, got %s", where, describe(node))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, v := node.Content[i], node.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.errorf(k.Line, "keys must be plain names, got %s", describe(k))
+			continue
+		}
+		path := join(prefix, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			w.errorf(k.Line, "duplicate key %q (first set at line %d)", path, first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		switch {
+		case k.Value == "<<":
+			w.errorf(k.Line, "merge keys (<<) are not supported in %s", nonEmpty(prefix, "the top level"))
+		case w.schema.sections[path]:
+			w.section(v, path)
+		default:
+			l, ok := w.schema.leaves[path]
+			if !ok {
+				w.errorf(k.Line, "unknown key %q%s", path, suggest(path, w.schema.paths))
+				continue
+			}
+			w.leaf(l, v)
+		}
+	}
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// leaf sets one key from its YAML value.
+func (w *walker) leaf(l leaf, v *yaml.Node) {
+	line := v.Line
+	v = deref(v)
+	switch t := l.target.(type) {
+	case *string:
+		if s, ok := w.str(l.path, line, v); ok {
+			*t = s
+		}
+	case *int:
+		if n, ok := w.integer(l.path, line, v, strconv.IntSize); ok {
+			*t = int(n)
+		}
+	case *int64:
+		if n, ok := w.integer(l.path, line, v, 64); ok {
+			*t = n
+		}
+	case *[]string:
+		if isNull(v) {
+			*t = []string{} // "include:" with nothing after it is an empty list
+			return
+		}
+		if v.Kind != yaml.SequenceNode {
+			w.errorf(line, "%s: want a list of strings such as [a, b], got %s", l.path, describe(v))
+			return
+		}
+		out := make([]string, 0, len(v.Content))
+		ok := true
+		for i, item := range v.Content {
+			s, itemOK := w.str(fmt.Sprintf("%s[%d]", l.path, i), item.Line, deref(item))
+			out = append(out, s)
+			ok = ok && itemOK
+		}
+		if ok {
+			*t = out
+		}
+	default:
+		// Unreachable: leaves() holds only the types above.
+		w.errorf(line, "%s: unsupported field type %T", l.path, l.target)
+	}
+}
+
+// str reads a string value and expands ${VAR} in it. Any scalar is taken as
+// its text ("path: 2024" is the directory "2024"); null, lists and mappings
+// are errors.
+func (w *walker) str(path string, line int, v *yaml.Node) (string, bool) {
+	if v.Kind != yaml.ScalarNode || isNull(v) {
+		w.errorf(line, "%s: want a string, got %s", path, describe(v))
+		return "", false
+	}
+	s, err := expand(v.Value, w.env)
+	if err != nil {
+		w.errs = append(w.errs, fmt.Errorf("%s:%d: %s: %w", w.name, line, path, err))
+		return "", false
+	}
+	return s, true
+}
+
+// integer reads an integer value. Only YAML integers are accepted: a quoted
+// "10" is a string, as yaml.v3 itself decides, and ${VAR} is not expanded
+// here (use the PGCDC_* override to set a number from the environment).
+func (w *walker) integer(path string, line int, v *yaml.Node, bits int) (int64, bool) {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
+		w.errorf(line, "%s: want an integer, got %s", path, describe(v))
+		return 0, false
+	}
+	if digits := strings.TrimLeft(v.Value, "+-"); len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
+		// YAML 1.1 reads 017 as octal 15: refuse rather than surprise.
+		w.errorf(line, "%s: %s has a leading zero, which YAML reads as octal; write it without the zero (or as 0o...)", path, truncate(v.Value))
+		return 0, false
+	}
+	var n int64
+	if err := v.Decode(&n); err != nil {
+		w.errorf(line, "%s: integer %s is out of range", path, truncate(v.Value))
+		return 0, false
+	}
+	if bits < 64 && (n > 1<<(bits-1)-1 || n < -(1<<(bits-1))) {
+		w.errorf(line, "%s: integer %s is out of range", path, truncate(v.Value))
+		return 0, false
+	}
+	return n, true
+}
+
+// describe names a node's kind for "got ..." messages, quoting a scalar's
+// text (cut short) so the reader can find it.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "no value (remove the key to keep its default)"
+		case "!!str":
+			return "string " + strconv.Quote(truncate(n.Value))
+		case "!!int":
+			return "integer " + truncate(n.Value)
+		case "!!float":
+			return "number " + truncate(n.Value)
+		case "!!bool":
+			return "boolean " + truncate(n.Value)
+		default:
+			return n.ShortTag() + " " + strconv.Quote(truncate(n.Value))
+		}
+	default:
+		return "nothing"
+	}
+}
+
+func truncate(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}

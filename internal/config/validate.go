@@ -1,0 +1,247 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// Validate checks every field and returns all problems at once, each naming
+// its key ("flush.interval_sec: must be > 0, got 0"). It never prints the
+// source URL's value, which may hold a password.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if err := validatePostgresURL(c.Source.Postgres.URL); err != nil {
+		errs = append(errs, fmt.Errorf("source.postgres.url: %w", err))
+	}
+	if len(c.Source.Postgres.Schemas) == 0 {
+		bad("source.postgres.schemas", "must name at least one schema")
+	}
+	for i, s := range c.Source.Postgres.Schemas {
+		key := fmt.Sprintf("source.postgres.schemas[%d]", i)
+		switch {
+		case s == "":
+			bad(key, "must not be empty")
+		case slices.Index(c.Source.Postgres.Schemas, s) < i:
+			bad(key, "%q is listed twice", s)
+		}
+	}
+
+	for i, s := range c.Tables.Include {
+		key := fmt.Sprintf("tables.include[%d]", i)
+		id, err := cdc.ParseTableID(s)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		case slices.Index(c.Tables.Include, s) < i:
+			bad(key, "%q is listed twice", s)
+		case len(c.Source.Postgres.Schemas) > 0 && !slices.Contains(c.Source.Postgres.Schemas, id.Schema):
+			// Capturing it would silently do nothing: the schema is not read.
+			bad(key, "schema %q of %q is not in source.postgres.schemas %q", id.Schema, s, c.Source.Postgres.Schemas)
+		}
+	}
+	for i, p := range c.Tables.Exclude {
+		key := fmt.Sprintf("tables.exclude[%d]", i)
+		if _, err := path.Match(p, ""); err != nil {
+			bad(key, "invalid pattern %q: %v", p, err)
+			continue
+		}
+		// "orders" can never match "schema.table", so it would exclude
+		// nothing; a glob such as "*_tmp" may still match across the dot.
+		if !strings.Contains(p, ".") && !strings.ContainsAny(p, `*?[\`) {
+			bad(key, "%q matches no table: write the schema-qualified name, e.g. public.%s", p, p)
+		}
+	}
+
+	if err := validIdentifier(c.Replication.Publication); err != nil {
+		errs = append(errs, fmt.Errorf("replication.publication: %w", err))
+	}
+	if err := validSlotName(c.Replication.Slot); err != nil {
+		errs = append(errs, fmt.Errorf("replication.slot: %w", err))
+	}
+
+	seconds := []struct {
+		key string
+		v   int
+	}{
+		{"replication.standby_interval_sec", c.Replication.StandbyIntervalSec},
+		{"flush.interval_sec", c.Flush.IntervalSec},
+		{"flush.drain_timeout_sec", c.Flush.DrainTimeoutSec},
+	}
+	for _, s := range seconds {
+		switch {
+		case s.v <= 0:
+			bad(s.key, "must be > 0, got %d", s.v)
+		case int64(s.v) > math.MaxInt64/int64(time.Second):
+			bad(s.key, "%d seconds is too long", s.v)
+		}
+	}
+	counts := []struct {
+		key string
+		v   int64
+	}{
+		{"replication.memory_budget_bytes", c.Replication.MemoryBudgetBytes},
+		{"init.parallel_workers", int64(c.Init.ParallelWorkers)},
+		{"flush.max_rows", int64(c.Flush.MaxRows)},
+		{"flush.max_bytes", c.Flush.MaxBytes},
+		{"flush.parallel_workers", int64(c.Flush.ParallelWorkers)},
+	}
+	for _, n := range counts {
+		if n.v <= 0 {
+			bad(n.key, "must be > 0, got %d", n.v)
+		}
+	}
+
+	switch c.Storage.Type {
+	case StorageFilesystem:
+		if c.Storage.Path == "" {
+			bad("storage.path", "required for the filesystem sink")
+		}
+	case StorageS3, StorageGCS:
+		bad("storage.type", "%q is not supported yet; this version supports %q", c.Storage.Type, StorageFilesystem)
+	default:
+		bad("storage.type", "unknown sink type %q; want %q", c.Storage.Type, StorageFilesystem)
+	}
+	if c.State.Path == "" {
+		bad("state.path", "required")
+	}
+
+	switch c.Log.Level {
+	case LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError:
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case LogFormatText, LogFormatJSON:
+	default:
+		bad("log.format", "want text or json, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// validatePostgresURL accepts postgres:// and postgresql:// URLs. Its errors
+// never quote the URL or parts of it, which may hold the password.
+func validatePostgresURL(raw string) error {
+	if raw == "" {
+		return errors.New("required (a postgresql:// URL)")
+	}
+	if strings.Contains(raw, "#") {
+		// Almost always an unescaped "#" in the password: it would start a
+		// fragment and cut the password short.
+		return errors.New(`contains "#": percent-encode it as %23 (most likely in the password)`)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse's own messages quote the port or host it choked on,
+		// which is part of the password when the password holds a "/" or
+		// "?", so they are not passed on.
+		if ee := url.EscapeError(""); errors.As(err, &ee) {
+			return errors.New("not a valid URL: a bad %-escape (percent-encode special characters in the user name and password)")
+		}
+		return errors.New("not a valid URL: check the host and port, and percent-encode / ? # @ : in the user name and password")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("want a postgres:// or postgresql:// URL, got scheme %q", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return errors.New("want postgresql://host/db, not postgresql:host/db")
+	}
+	return nil
+}
+
+// validIdentifier accepts the names that need no quoting in SQL: a letter or
+// underscore, then lower-case letters, digits and underscores, at most 63
+// bytes (NAMEDATALEN-1). This is stricter than PostgreSQL, which also takes
+// quoted names, so that the name reads the same in SQL, in logs and here.
+func validIdentifier(s string) error {
+	if s == "" || len(s) > 63 {
+		return fmt.Errorf("%q must be 1 to 63 characters", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return fmt.Errorf("%q: want lower-case letters, digits and _, not starting with a digit", s)
+		}
+	}
+	return nil
+}
+
+// validSlotName is PostgreSQL's own rule (ReplicationSlotValidateName):
+// lower-case letters, digits and underscore, at most 63 bytes.
+func validSlotName(s string) error {
+	if s == "" || len(s) > 63 {
+		return fmt.Errorf("%q must be 1 to 63 characters", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return fmt.Errorf("%q: replication slot names may contain only lower-case letters, digits and _", s)
+		}
+	}
+	return nil
+}
+
+// IncludeIDs parses tables.include. An empty list means every table of the
+// configured schemas and gives an empty (non-nil) slice.
+func (c Config) IncludeIDs() ([]cdc.TableID, error) {
+	ids := make([]cdc.TableID, 0, len(c.Tables.Include))
+	for i, s := range c.Tables.Include {
+		id, err := cdc.ParseTableID(s)
+		if err != nil {
+			return nil, fmt.Errorf("tables.include[%d]: %w", i, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// redactedPassword replaces a password in printed configuration.
+const redactedPassword = "xxxxx"
+
+// Redacted returns a copy that is safe to print or log: the password in the
+// source URL (in the user info or a password= query parameter) is replaced
+// by "xxxxx". A URL that does not parse is replaced whole, since where its
+// password sits cannot be known.
+func (c Config) Redacted() Config {
+	c.Source.Postgres.Schemas = slices.Clone(c.Source.Postgres.Schemas)
+	c.Tables.Include = slices.Clone(c.Tables.Include)
+	c.Tables.Exclude = slices.Clone(c.Tables.Exclude)
+	c.Source.Postgres.URL = redactURL(c.Source.Postgres.URL)
+	return c
+}
+
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redactedPassword
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redactedPassword)
+		}
+	}
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			u.RawQuery = redactedPassword
+		} else if q.Has("password") {
+			q.Set("password", redactedPassword)
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
+}

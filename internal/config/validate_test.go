@@ -1,0 +1,133 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func valid() Config {
+	c := Default()
+	c.Source.Postgres.URL = "postgresql://app:pw@127.0.0.1:5432/app"
+	return c
+}
+
+func TestValidateOK(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"defaults plus url", func(*Config) {}},
+		{"postgres scheme", func(c *Config) { c.Source.Postgres.URL = "postgres://h/db" }},
+		{"unix socket", func(c *Config) { c.Source.Postgres.URL = "postgresql:///db?host=/var/run/postgresql" }},
+		{"multi-host", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write" }},
+		{"include", func(c *Config) { c.Tables.Include = []string{"public.orders"} }},
+		{"exclude glob", func(c *Config) { c.Tables.Exclude = []string{"public.tmp_*", "*_old", "public.exact"} }},
+		{"slot starting with digit", func(c *Config) { c.Replication.Slot = "1slot" }},
+		{"63-byte slot", func(c *Config) { c.Replication.Slot = strings.Repeat("s", 63) }},
+		{"every level", func(c *Config) { c.Log.Level = "warn"; c.Log.Format = "json" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(&c)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"url required", func(c *Config) { c.Source.Postgres.URL = "" }, "source.postgres.url: required"},
+		{"url scheme", func(c *Config) { c.Source.Postgres.URL = "mysql://h/db" }, `source.postgres.url: want a postgres:// or postgresql:// URL, got scheme "mysql"`},
+		{"url keyword form", func(c *Config) { c.Source.Postgres.URL = "host=h dbname=db" }, "source.postgres.url: want a postgres://"},
+		{"url bad port", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:pw@h:port/db" }, "source.postgres.url: not a valid URL"},
+		{"url bad escape", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p%zzw@h/db" }, "source.postgres.url: not a valid URL: a bad %-escape"},
+		{"url hash", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p#w@h/db" }, `source.postgres.url: contains "#"`},
+		{"schemas empty", func(c *Config) { c.Source.Postgres.Schemas = nil }, "source.postgres.schemas: must name at least one schema"},
+		{"schema empty string", func(c *Config) { c.Source.Postgres.Schemas = []string{""} }, "source.postgres.schemas[0]: must not be empty"},
+		{"schema twice", func(c *Config) { c.Source.Postgres.Schemas = []string{"a", "a"} }, `source.postgres.schemas[1]: "a" is listed twice`},
+		{"include unqualified", func(c *Config) { c.Tables.Include = []string{"public.a", "orders"} }, "tables.include[1]: table \"orders\": want a schema-qualified name"},
+		{"include twice", func(c *Config) { c.Tables.Include = []string{"public.a", "public.a"} }, `tables.include[1]: "public.a" is listed twice`},
+		{"include other schema", func(c *Config) { c.Tables.Include = []string{"sales.a"} }, `tables.include[0]: schema "sales" of "sales.a" is not in source.postgres.schemas`},
+		{"exclude bad glob", func(c *Config) { c.Tables.Exclude = []string{"public.[a"} }, `tables.exclude[0]: invalid pattern "public.[a"`},
+		{"exclude bad glob late", func(c *Config) { c.Tables.Exclude = []string{"x.y[", "public.ok"} }, `tables.exclude[0]: invalid pattern`},
+		{"exclude unqualified", func(c *Config) { c.Tables.Exclude = []string{"orders"} }, `tables.exclude[0]: "orders" matches no table`},
+		{"publication upper", func(c *Config) { c.Replication.Publication = "MyPub" }, `replication.publication: "MyPub"`},
+		{"publication digit first", func(c *Config) { c.Replication.Publication = "1pub" }, `replication.publication: "1pub"`},
+		{"publication empty", func(c *Config) { c.Replication.Publication = "" }, `replication.publication: "" must be 1 to 63 characters`},
+		{"slot dash", func(c *Config) { c.Replication.Slot = "my-slot" }, `replication.slot: "my-slot": replication slot names may contain only`},
+		{"slot upper", func(c *Config) { c.Replication.Slot = "Slot" }, `replication.slot: "Slot"`},
+		{"slot too long", func(c *Config) { c.Replication.Slot = strings.Repeat("s", 64) }, `replication.slot:`},
+		{"standby zero", func(c *Config) { c.Replication.StandbyIntervalSec = 0 }, "replication.standby_interval_sec: must be > 0, got 0"},
+		{"budget negative", func(c *Config) { c.Replication.MemoryBudgetBytes = -1 }, "replication.memory_budget_bytes: must be > 0, got -1"},
+		{"init workers", func(c *Config) { c.Init.ParallelWorkers = 0 }, "init.parallel_workers: must be > 0"},
+		{"flush interval", func(c *Config) { c.Flush.IntervalSec = -5 }, "flush.interval_sec: must be > 0, got -5"},
+		{"flush interval overflow", func(c *Config) { c.Flush.IntervalSec = 1 << 62 }, "flush.interval_sec: 4611686018427387904 seconds is too long"},
+		{"flush rows", func(c *Config) { c.Flush.MaxRows = 0 }, "flush.max_rows: must be > 0"},
+		{"flush bytes", func(c *Config) { c.Flush.MaxBytes = 0 }, "flush.max_bytes: must be > 0"},
+		{"drain", func(c *Config) { c.Flush.DrainTimeoutSec = 0 }, "flush.drain_timeout_sec: must be > 0"},
+		{"flush workers", func(c *Config) { c.Flush.ParallelWorkers = 0 }, "flush.parallel_workers: must be > 0"},
+		{"storage s3", func(c *Config) { c.Storage.Type = "s3" }, `storage.type: "s3" is not supported yet`},
+		{"storage gcs", func(c *Config) { c.Storage.Type = "gcs" }, `storage.type: "gcs" is not supported yet`},
+		{"storage unknown", func(c *Config) { c.Storage.Type = "ftp" }, `storage.type: unknown sink type "ftp"`},
+		{"storage path", func(c *Config) { c.Storage.Path = "" }, "storage.path: required"},
+		{"state path", func(c *Config) { c.State.Path = "" }, "state.path: required"},
+		{"log level", func(c *Config) { c.Log.Level = "trace" }, `log.level: want debug, info, warn or error, got "trace"`},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: want text or json, got "xml"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q\ndoes not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateNeverPrintsThePassword(t *testing.T) {
+	for _, u := range []string{
+		"postgresql://u:s3cr3t@h:port/db",
+		"postgresql://u:s3cr3t%zz@h/db",
+		"postgresql://u:s3cr3t#x@h/db",
+		"mysql://u:s3cr3t@h/db",
+		"postgresql://u:s3cr3t@h\x7f/db",
+		"postgresql://u:s3cr3t@[::1/db",
+		"postgresql://u:s3cr3t@h%zz/db",
+		"postgresql://u:s3/cr3t@h/db",
+		"postgresql://u:s3cr3t?x@h/db",
+		"postgresql://u:s3cr3t]@h/db",
+	} {
+		c := valid()
+		c.Source.Postgres.URL = u
+		err := c.Validate()
+		if err == nil {
+			t.Errorf("%q: Validate succeeded", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: error leaks the password: %v", u, err)
+		}
+	}
+}
+
+func TestValidateReportsAll(t *testing.T) {
+	c := valid()
+	c.Flush.MaxRows = 0
+	c.Log.Level = "loud"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "flush.max_rows") || !strings.Contains(err.Error(), "log.level") {
+		t.Fatalf("got %v, want both problems", err)
+	}
+}

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/pgtest"
+)
+
+// binary is the pg-cdc executable built once for the package.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "pgcdc-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "pg-cdc")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		build := exec.Command("go", "build", "-o", binary, "./cmd/pg-cdc")
+		build.Dir = root
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build pg-cdc:", err)
+			return 1
+		}
+		return pgtest.Main(m)
+	}())
+}
+
+// env is one test's source database, sink and configuration.
+type env struct {
+	t       *testing.T
+	url     string
+	dir     string
+	sink    string
+	config  string
+	slot    string
+	conn    *pgx.Conn
+	sampler *sampler
+}
+
+type envOptions struct {
+	flushInterval int // seconds; default 1
+	maxRows       int
+	memoryBudget  int64
+	extraYAML     string
+}
+
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	cluster := pgtest.Shared(t)
+	url := cluster.CreateDatabase(t)
+	dir := t.TempDir()
+	e := &env{t: t, url: url, dir: dir, sink: filepath.Join(dir, "sink"), config: filepath.Join(dir, "pg-cdc.yml")}
+	e.slot = fmt.Sprintf("slot_%d", time.Now().UnixNano()%1_000_000_000)
+	if opts.flushInterval == 0 {
+		opts.flushInterval = 1
+	}
+	if opts.maxRows == 0 {
+		opts.maxRows = 100000
+	}
+	if opts.memoryBudget == 0 {
+		opts.memoryBudget = 8 << 20
+	}
+	cfg := fmt.Sprintf(`source:
+  postgres:
+    url: %q
+replication:
+  publication: pub_%s
+  slot: %s
+  standby_interval_sec: 1
+  memory_budget_bytes: %d
+storage:
+  type: filesystem
+  path: %q
+flush:
+  interval_sec: %d
+  max_rows: %d
+  drain_timeout_sec: 30
+state:
+  path: %q
+log:
+  level: debug
+%s`, url, e.slot, e.slot, opts.memoryBudget, e.sink, opts.flushInterval, opts.maxRows, filepath.Join(dir, "state"), opts.extraYAML)
+	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	e.conn = conn
+	return e
+}
+
+// exec runs SQL on the source and fails the test on error.
+func (e *env) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.conn.Exec(context.Background(), sql, args...); err != nil {
+		e.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// run runs a pg-cdc command to completion and returns its exit code and
+// combined output.
+func (e *env) run(args ...string) (int, string) {
+	e.t.Helper()
+	cmd := exec.Command(binary, append([]string{"-c", e.config}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("run pg-cdc %v: %v", args, err)
+	}
+	return code, out.String()
+}
+
+func (e *env) mustRun(args ...string) string {
+	e.t.Helper()
+	code, out := e.run(args...)
+	if code != 0 {
+		e.t.Fatalf("pg-cdc %v exited %d:\n%s", args, code, out)
+	}
+	return out
+}
+
+// daemon is a running `pg-cdc start`.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (e *env) start(extraEnv ...string) *daemon {
+	e.t.Helper()
+	cmd := exec.Command(binary, "-c", e.config, "start")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), extraEnv...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start pg-cdc: %v", err)
+	}
+	d := &daemon{t: e.t, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	e.t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		d.t.Fatalf("pg-cdc did not stop within 60s after SIGTERM:\n%s", d.out.String())
+	}
+	if code := d.exitCode(); code != 0 {
+		d.t.Fatalf("pg-cdc exited %d after SIGTERM:\n%s", code, d.out.String())
+	}
+}
+
+// kill sends SIGKILL and waits.
+func (d *daemon) kill() {
+	_ = d.cmd.Process.Kill()
+	<-d.done
+}
+
+// wait waits for the process to exit by itself.
+func (d *daemon) wait(timeout time.Duration) int {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(timeout):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		d.t.Fatalf("pg-cdc did not exit within %s:\n%s", timeout, d.out.String())
+	}
+	return d.exitCode()
+}
+
+func (d *daemon) exitCode() int {
+	if d.cmd.ProcessState == nil {
+		return -1
+	}
+	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// maxRSSKiB is the peak resident set of the exited process.
+func (d *daemon) maxRSSKiB() int64 {
+	if ru, ok := d.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss
+	}
+	return -1
+}
+
+// manifest reads the sink's current manifest.
+func (e *env) manifest() *manifest.Manifest {
+	e.t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+	if err != nil {
+		e.t.Fatalf("read manifest: %v", err)
+	}
+	m, err := manifest.Decode(data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitCaughtUp waits until the manifest holds everything committed before
+// the call. It writes a non-transactional logical message and waits for the
+// manifest's end LSN to pass it: the daemon records a position past the
+// message only once every earlier transaction is durable.
+func (e *env) waitCaughtUp(timeout time.Duration) {
+	e.t.Helper()
+	var target string
+	if err := e.conn.QueryRow(context.Background(), "SELECT pg_logical_emit_message(false, 'pgcdc-test', 'sync')::text").Scan(&target); err != nil {
+		e.t.Fatal(err)
+	}
+	want, err := cdc.ParseLSN(target)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("the manifest to reach "+target, timeout, func() bool {
+		data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+		if err != nil {
+			return false
+		}
+		m, err := manifest.Decode(data)
+		return err == nil && m.EndLSN > want
+	})
+}
+
+func lines(s string, n int) string {
+	all := strings.Split(strings.TrimSpace(s), "\n")
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return strings.Join(all, "\n")
+}

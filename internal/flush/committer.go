@@ -1,0 +1,140 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/failpoint"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// Committer makes epochs durable: delta files, then the manifest.
+type Committer struct {
+	Store    blob.Store
+	Manifest *manifest.Committer
+	Workers  int
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Result describes a flushed epoch.
+type Result struct {
+	Epoch  uint64
+	Tables int
+	Rows   int64
+	Bytes  int64
+	// Durable is the end LSN the new manifest holds: the position that may
+	// now be confirmed to PostgreSQL.
+	Durable manifest.EpochRecord
+}
+
+// Flush makes e durable and returns the manifest's new end LSN. On error
+// nothing is confirmed: the previous manifest stays authoritative and the
+// epoch's transactions will be replayed. e is consumed either way.
+func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
+	defer e.Discard()
+	if e.inTxn {
+		return Result{}, fmt.Errorf("flush epoch %d: a transaction is still open (flushes are cut only at commit boundaries)", e.Number)
+	}
+	m := c.Manifest.Current()
+	if e.Number != m.Epoch+1 {
+		return Result{}, fmt.Errorf("flush epoch %d: the manifest is at epoch %d", e.Number, m.Epoch)
+	}
+
+	// Step 1: delta files, in parallel across tables.
+	type uploaded struct {
+		key   string
+		rows  int64
+		bytes int64
+		td    *tableDelta
+	}
+	var (
+		mu    sync.Mutex
+		files []uploaded
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, c.Workers))
+	for _, id := range e.order {
+		td := e.tables[id]
+		mt := m.Tables[id.String()]
+		if mt == nil {
+			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, id)
+		}
+		key := manifest.FileKey(id, mt.Generation, manifest.KindDelta, e.Number, 0)
+		g.Go(func() error {
+			size, err := td.file.Finish()
+			if err != nil {
+				return err
+			}
+			if err := td.file.Upload(gctx, c.Store, key); err != nil {
+				return err
+			}
+			mu.Lock()
+			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, td: td})
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Result{}, fmt.Errorf("flush epoch %d: write delta files: %w", e.Number, err)
+	}
+	failpoint.Inject("flush/after-deltas")
+
+	// Step 2: the manifest, with CAS. The mutation is monotonic so that a
+	// conflict retry re-applies it to a fresh manifest safely.
+	now := c.Now().UTC()
+	rec := manifest.EpochRecord{Epoch: e.Number, EndLSN: e.endLSN, MaxCommitTime: e.maxCommitTime.UTC(), FlushedAt: now}
+	res := Result{Epoch: e.Number, Tables: len(files), Durable: rec}
+	_, err := c.Manifest.Commit(ctx, func(m *manifest.Manifest) error {
+		if m.Epoch >= e.Number {
+			return fmt.Errorf("flush epoch %d: another writer committed epoch %d", e.Number, m.Epoch)
+		}
+		for _, f := range files {
+			t := m.Tables[f.td.table.ID.String()]
+			if t == nil {
+				return fmt.Errorf("flush epoch %d: table %s vanished from the manifest", e.Number, f.td.table.ID)
+			}
+			t.Deltas = append(t.Deltas, manifest.Delta{
+				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
+				SchemaVersion: t.SchemaVersion,
+				Files:         []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
+			})
+		}
+		m.Epoch = e.Number
+		m.EndLSN = max(m.EndLSN, e.endLSN)
+		m.History = append(m.History, rec)
+		if n := len(m.History); n > manifest.HistoryLimit {
+			m.History = append([]manifest.EpochRecord(nil), m.History[n-manifest.HistoryLimit:]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("flush epoch %d: %w", e.Number, err)
+	}
+	failpoint.Inject("flush/after-manifest")
+	for _, f := range files {
+		res.Rows += f.rows
+		res.Bytes += f.bytes
+	}
+	return res, nil
+}
+
+// AdvanceIdle records an idle position in the manifest (no new epoch, no
+// files) so that it may be confirmed; see IdleAdvance.
+func (c *Committer) AdvanceIdle(ctx context.Context, pos cdc.LSN) error {
+	_, err := c.Manifest.Commit(ctx, func(m *manifest.Manifest) error {
+		m.EndLSN = max(m.EndLSN, pos)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record idle position %s: %w", pos, err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package flush
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+	"github.com/pg-cdc/pg-cdc/internal/spool"
+)
+
+// Epoch buffers the committed transactions of one flush, one spooled delta
+// file per table.
+type Epoch struct {
+	Number uint64
+	dir    string
+	schema func(*cdc.Table) (*parquetfile.Schema, error)
+
+	tables map[cdc.TableID]*tableDelta
+	order  []cdc.TableID // first-write order, for stable logs
+
+	pending       Pending
+	inTxn         bool
+	endLSN        cdc.LSN
+	maxCommitTime time.Time
+}
+
+type tableDelta struct {
+	table  *cdc.Table
+	file   *spool.File
+	minLSN cdc.LSN
+	maxLSN cdc.LSN
+}
+
+// NewEpoch starts an empty epoch whose spool files go under dir. schema
+// returns the Parquet schema of a table (the caller caches it).
+func NewEpoch(number uint64, dir string, schema func(*cdc.Table) (*parquetfile.Schema, error)) *Epoch {
+	return &Epoch{
+		Number: number,
+		dir:    filepath.Join(dir, fmt.Sprintf("epoch-%08d", number)),
+		schema: schema,
+		tables: map[cdc.TableID]*tableDelta{},
+	}
+}
+
+// Write adds one change row of the open transaction.
+func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
+	td := e.tables[c.Table.ID]
+	if td == nil {
+		s, err := e.schema(c.Table)
+		if err != nil {
+			return err
+		}
+		f, err := spool.Create(e.dir, s)
+		if err != nil {
+			return err
+		}
+		td = &tableDelta{table: c.Table, file: f, minLSN: meta.LSN}
+		e.tables[c.Table.ID] = td
+		e.order = append(e.order, c.Table.ID)
+	}
+	if err := td.file.Write(meta, c.Values); err != nil {
+		return fmt.Errorf("table %s: %w", c.Table.ID, err)
+	}
+	td.minLSN = min(td.minLSN, meta.LSN)
+	td.maxLSN = max(td.maxLSN, meta.LSN)
+	e.inTxn = true
+	e.pending.Rows++
+	e.pending.Bytes += int64(c.Size())
+	return nil
+}
+
+// CommitTxn marks the end of the transaction whose rows were just written. A
+// transaction with no rows for captured tables still advances the end LSN,
+// so that confirming it does not wait for the next captured change.
+func (e *Epoch) CommitTxn(m cdc.TxnMeta, now time.Time) {
+	if e.pending.Txns == 0 {
+		e.pending.Since = now
+	}
+	e.pending.Txns++
+	e.inTxn = false
+	e.endLSN = max(e.endLSN, m.EndLSN)
+	if m.CommitTime.After(e.maxCommitTime) {
+		e.maxCommitTime = m.CommitTime
+	}
+}
+
+// Pending returns what the epoch holds.
+func (e *Epoch) Pending() Pending { return e.pending }
+
+// Empty reports whether the epoch holds no transaction and no open rows.
+func (e *Epoch) Empty() bool { return e.pending.Txns == 0 && !e.inTxn }
+
+// EndLSN is the end LSN of the last transaction the epoch holds.
+func (e *Epoch) EndLSN() cdc.LSN { return e.endLSN }
+
+// Discard removes the epoch's spool files; used when a run ends without
+// flushing (the transactions will be replayed from the slot).
+func (e *Epoch) Discard() {
+	for _, td := range e.tables {
+		_ = td.file.Remove()
+	}
+	e.tables = map[cdc.TableID]*tableDelta{}
+}

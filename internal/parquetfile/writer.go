@@ -1,0 +1,177 @@
+package parquetfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// DefaultRowGroupBytes is the buffered size at which a row group is flushed.
+// parquet-go keeps a whole row group's compressed pages in memory until it is
+// flushed, so this bounds the writer's memory whatever the number of rows;
+// 16 MiB compressed is still a large enough row group for readers to scan
+// efficiently (DuckDB itself writes ~120k-row groups).
+const DefaultRowGroupBytes = 16 << 20
+
+// sizeCheckRows is how often (in rows) the buffered size is measured; asking
+// parquet-go walks every column, so it is not done per row.
+const sizeCheckRows = 256
+
+var errClosed = errors.New("parquet writer is closed")
+
+// Writer streams change rows of one table into one Parquet file (zstd).
+// It is not safe for concurrent use.
+type Writer struct {
+	schema *Schema
+	pw     *parquet.Writer
+	budget int64
+
+	row      parquet.Row
+	batch    [1]parquet.Row
+	buf      []byte // bytes converted values reference until the row is written
+	opByte   [1]byte
+	names    [][]byte // column names, for __unchanged
+	rows     int64
+	sinceChk int
+	flushed  int64 // pw.Size() right after the last flush
+	err      error // sticky: the file is unusable after a write failure
+	closed   bool
+}
+
+// NewWriter returns a writer of rows of s's table to w. Close writes the
+// footer; w itself is not closed.
+func NewWriter(w io.Writer, s *Schema) *Writer {
+	names := make([][]byte, len(s.cols))
+	for i, c := range s.cols {
+		names[i] = []byte(c.name)
+	}
+	var codec compress.Codec = &parquet.Zstd
+	if z, err := newZstdCodec(); err == nil {
+		codec = z
+	} // else: only invalid options fail, and they are constants; parquet.Zstd works too.
+	return &Writer{
+		schema: s,
+		pw: parquet.NewWriter(w, s.schema,
+			parquet.Compression(codec),
+			parquet.CreatedBy("pg-cdc", "", "")),
+		budget: DefaultRowGroupBytes,
+		row:    make(parquet.Row, 0, firstDataLeaf+2*len(s.cols)),
+		names:  names,
+	}
+}
+
+// Write appends one row. values are in table column order; a truncate marker
+// (cdc.OpTruncate) may pass none. Every value is converted and copied before
+// Write returns, so the caller may reuse the Text buffers.
+//
+// A value its column cannot represent gives a *ValueError (matching
+// cdc.ErrData); the row is then not written and the writer stays usable.
+// Any other error leaves the file unusable.
+func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
+	if w.closed {
+		return errClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	switch meta.Op {
+	case cdc.OpInsert, cdc.OpUpdate, cdc.OpDelete, cdc.OpTruncate:
+	default:
+		return fmt.Errorf("write row of %s: unknown op %q", w.schema.table, byte(meta.Op))
+	}
+	if len(values) != len(w.schema.cols) && (meta.Op != cdc.OpTruncate || len(values) != 0) {
+		return fmt.Errorf("write row of %s: %d values for %d columns", w.schema.table, len(values), len(w.schema.cols))
+	}
+
+	w.opByte[0] = byte(meta.Op)
+	row := append(w.row[:0],
+		parquet.ByteArrayValue(w.opByte[:]).Level(0, 0, leafOp),
+		parquet.Int64Value(int64(meta.LSN)).Level(0, 0, leafLSN),
+		parquet.Int64Value(meta.Seq).Level(0, 0, leafSeq),
+		parquet.Int64Value(int64(meta.XID)).Level(0, 0, leafXID),
+		parquet.Int64Value(meta.CommitTime.UnixMicro()).Level(0, 0, leafOpTS),
+	)
+	// __unchanged: one element per unchanged column (rep 0 on the first, 1
+	// after), or an empty list, never NULL.
+	rep := 0
+	for i := range values {
+		if values[i].Kind == cdc.DatumUnchanged {
+			row = append(row, parquet.ByteArrayValue(w.names[i]).Level(rep, unchangedElementDef, leafUnchanged))
+			rep = 1
+		}
+	}
+	if rep == 0 {
+		row = append(row, parquet.NullValue().Level(0, unchangedEmptyDef, leafUnchanged))
+	}
+
+	buf := w.buf[:0]
+	for i := range w.schema.cols {
+		leaf := firstDataLeaf + i
+		if i >= len(values) || values[i].Kind != cdc.DatumText {
+			row = append(row, parquet.NullValue().Level(0, 0, leaf))
+			continue
+		}
+		c := &w.schema.cols[i]
+		v, grown, err := c.conv(buf, values[i].Text)
+		if err != nil {
+			w.row, w.buf = row[:0], buf[:0]
+			return newValueError(w.schema.table, c, values[i].Text, err)
+		}
+		buf = grown
+		row = append(row, v.Level(0, 1, leaf))
+	}
+
+	// parquet-go copies the values into its column buffers here, which is
+	// what lets the caller reuse its Text buffers and us reuse buf.
+	w.batch[0] = row
+	_, err := w.pw.WriteRows(w.batch[:])
+	w.batch[0] = nil
+	w.row, w.buf = row[:0], buf[:0]
+	if err != nil {
+		w.err = fmt.Errorf("write row of %s: %w", w.schema.table, err)
+		return w.err
+	}
+	w.rows++
+	if w.sinceChk++; w.sinceChk >= sizeCheckRows {
+		w.sinceChk = 0
+		if w.pw.Size()-w.flushed >= w.budget {
+			return w.flush()
+		}
+	}
+	return nil
+}
+
+// flush ends the current row group, writing its pages to the output.
+func (w *Writer) flush() error {
+	if err := w.pw.Flush(); err != nil {
+		w.err = fmt.Errorf("flush row group of %s: %w", w.schema.table, err)
+		return w.err
+	}
+	w.flushed = w.pw.Size()
+	return nil
+}
+
+// Rows returns the number of rows written so far.
+func (w *Writer) Rows() int64 { return w.rows }
+
+// Close flushes the last row group and writes the footer. It does not close
+// the underlying io.Writer. Closing twice is a no-op.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.pw.Close(); err != nil {
+		w.err = fmt.Errorf("close parquet file of %s: %w", w.schema.table, err)
+		return w.err
+	}
+	return nil
+}

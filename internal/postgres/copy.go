@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// CopyTable reads every row of t and calls fn once per row, in the server's
+// order, with the values in t.Columns order in PostgreSQL's text form
+// (cdc.DatumText, or cdc.DatumNull). The values, and the bytes they point to,
+// are valid only during the call: fn must convert or copy them before it
+// returns. It returns the number of rows handed to fn, also on error.
+//
+// The read runs in a REPEATABLE READ READ ONLY transaction on a connection of
+// its own. With snapshot non-empty the transaction first imports that
+// exported snapshot (SET TRANSACTION SNAPSHOT), so it sees exactly what the
+// snapshot saw; the exporting replication connection must not have run
+// another command since CreateSlot, or the import fails. With snapshot empty
+// it sees the data as of its start.
+//
+// The rows are streamed: COPY (SELECT columns FROM table) TO STDOUT in text
+// format, parsed as it arrives; no more than one row is held in memory. The
+// parse happens inside the COPY's write callback on the caller's goroutine,
+// so fn runs on the caller's goroutine too and no goroutine is started
+// (PostgreSQL sends one protocol message per row; copyParser also copes
+// with rows split across messages).
+//
+// Errors name the table and, for a malformed row or an error from fn, the row
+// number (from 1); fn's error is wrapped with %w. Cancelling ctx aborts the
+// COPY. The row count is checked against the server's "COPY n" tag.
+func (db *DB) CopyTable(ctx context.Context, snapshot string, t *cdc.Table, fn func(values []cdc.Datum) error) (rows int64, err error) {
+	if err := validSnapshotName(snapshot); err != nil {
+		return 0, fmt.Errorf("copy table %s: %w", t.ID, err)
+	}
+	c, err := db.acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("copy table %s: %w", t.ID, err)
+	}
+	defer db.release(c)
+
+	p := newCopyParser(len(t.Columns), fn)
+	err = copyIn(ctx, c, snapshot, copySQL(t), p)
+	if err != nil {
+		return p.rows, fmt.Errorf("copy table %s from %s: %w", t.ID, db.server, err)
+	}
+	return p.rows, nil
+}
+
+func copyIn(ctx context.Context, c *pgx.Conn, snapshot, sql string, p *copyParser) error {
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// Ending a read-only transaction cannot change what it read: the
+	// rollback's own error is dropped, and a connection it leaves in a bad
+	// state is closed by release instead of reused.
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if snapshot != "" {
+		// SET TRANSACTION SNAPSHOT takes no parameters; the name was checked
+		// by validSnapshotName.
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+snapshot+"'"); err != nil {
+			return fmt.Errorf("import snapshot %s: %w", snapshot, err)
+		}
+	}
+	tag, err := tx.Conn().PgConn().CopyTo(ctx, p, sql)
+	if err != nil {
+		return err
+	}
+	if err := p.Close(); err != nil {
+		return err
+	}
+	if tag.RowsAffected() != p.rows {
+		return fmt.Errorf("server reported %d rows, parsed %d", tag.RowsAffected(), p.rows)
+	}
+	return nil
+}
+
+// copySQL selects the columns by name, in t.Columns order, so that the
+// values line up with the table description even if the table has dropped
+// or generated columns.
+func copySQL(t *cdc.Table) string {
+	cols := make([]string, len(t.Columns))
+	for i, col := range t.Columns {
+		cols[i] = pgx.Identifier{col.Name}.Sanitize()
+	}
+	return "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " +
+		pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize() + ") TO STDOUT"
+}
+
+// validSnapshotName accepts the names pg_export_snapshot and
+// CREATE_REPLICATION_SLOT produce ("00000003-0000001B-1"): hex digits and
+// dashes. Anything else is refused before it reaches SQL.
+func validSnapshotName(s string) error {
+	if len(s) > 64 {
+		return fmt.Errorf("snapshot name %q: too long", s[:64])
+	}
+	for _, r := range s {
+		if !(r == '-' || (r >= '0' && r <= '9') || (r >= 'A' && r <= 'F') || (r >= 'a' && r <= 'f')) {
+			return fmt.Errorf("snapshot name %q: want hex digits and dashes", s)
+		}
+	}
+	return nil
+}

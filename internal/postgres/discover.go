@@ -1,0 +1,306 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// relation is a catalog row before its columns and key are attached.
+type relation struct {
+	oid         uint32
+	schema      string
+	name        string
+	kind        string // pg_class.relkind
+	persistence string // pg_class.relpersistence
+	replident   string // pg_class.relreplident
+}
+
+// DiscoverTables lists the tables to capture, sorted by schema then name.
+//
+// With include non-empty, exactly those tables are returned: one that does not
+// exist, is not a table (a view, say), or is unlogged or temporary (logical
+// decoding never sees those) is an error naming it, and so is one that an
+// exclude pattern also matches (explicit beats silent). Partitions may be
+// included by name.
+//
+// Otherwise every permanent ordinary table and partitioned table in schemas
+// is returned (every non-system schema when schemas is empty), except
+// partitions: a partitioned table is captured as one table through its root,
+// the COPY of the root reads every partition, and EnsurePublication publishes
+// partition changes under the root (publish_via_partition_root). A schema
+// that does not exist is an error.
+//
+// exclude holds exact "schema.table" names or path.Match globs on
+// "schema.table"; a malformed pattern is an error.
+//
+// Columns are in attnum order without dropped and generated columns
+// (pgoutput does not send generated columns, so the COPY must not either).
+// PrimaryKey holds the columns that identify a row in the stream: the replica
+// identity index's under REPLICA IDENTITY USING INDEX, the primary key's
+// otherwise. A table whose replica identity index is gone is reported as
+// REPLICA IDENTITY NOTHING, which is how PostgreSQL then treats it.
+func (db *DB) DiscoverTables(ctx context.Context, schemas []string, include []cdc.TableID, exclude []string) ([]*cdc.Table, error) {
+	for _, p := range exclude {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("discover tables: exclude pattern %q: %w", p, err)
+		}
+	}
+	var tables []*cdc.Table
+	err := db.with(ctx, func(c *pgx.Conn) error {
+		rels, err := listRelations(ctx, c, schemas, include, exclude)
+		if err != nil {
+			return err
+		}
+		tables, err = describe(ctx, c, rels)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("discover tables on %s: %w", db.server, err)
+	}
+	return tables, nil
+}
+
+func excluded(id cdc.TableID, exclude []string) bool {
+	s := id.String()
+	for _, p := range exclude {
+		if ok, _ := path.Match(p, s); ok || p == s { // patterns were validated
+			return true
+		}
+	}
+	return false
+}
+
+const relationColumns = `SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text,
+	c.relpersistence::text, c.relreplident::text
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace `
+
+func scanRelations(rows pgx.Rows) ([]relation, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (relation, error) {
+		var rel relation
+		err := r.Scan(&rel.oid, &rel.schema, &rel.name, &rel.kind, &rel.persistence, &rel.replident)
+		return rel, err
+	})
+}
+
+func listRelations(ctx context.Context, c *pgx.Conn, schemas []string, include []cdc.TableID, exclude []string) ([]relation, error) {
+	if len(include) > 0 {
+		return includedRelations(ctx, c, include, exclude)
+	}
+	if len(schemas) > 0 {
+		rows, err := c.Query(ctx, `SELECT s FROM unnest($1::text[]) s
+			WHERE NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = s) ORDER BY s`, schemas)
+		if err != nil {
+			return nil, err
+		}
+		missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("schema %s does not exist", strings.Join(missing, ", "))
+		}
+	}
+	rows, err := c.Query(ctx, relationColumns+`
+		WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND NOT c.relispartition
+		  AND CASE WHEN cardinality($1::text[]) > 0 THEN n.nspname = ANY($1::text[])
+		      ELSE n.nspname NOT IN ('pg_catalog', 'information_schema')
+		           AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp\_%' END`, schemas)
+	if err != nil {
+		return nil, err
+	}
+	all, err := scanRelations(rows)
+	if err != nil {
+		return nil, err
+	}
+	rels := all[:0]
+	for _, r := range all {
+		if !excluded(cdc.TableID{Schema: r.schema, Name: r.name}, exclude) {
+			rels = append(rels, r)
+		}
+	}
+	return rels, nil
+}
+
+func includedRelations(ctx context.Context, c *pgx.Conn, include []cdc.TableID, exclude []string) ([]relation, error) {
+	var nsp, names []string
+	for _, id := range include {
+		if excluded(id, exclude) {
+			return nil, fmt.Errorf("table %s is both included and excluded", id)
+		}
+		nsp, names = append(nsp, id.Schema), append(names, id.Name)
+	}
+	rows, err := c.Query(ctx, relationColumns+`
+		WHERE (n.nspname, c.relname) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, nsp, names)
+	if err != nil {
+		return nil, err
+	}
+	rels, err := scanRelations(rows)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[cdc.TableID]relation, len(rels))
+	for _, r := range rels {
+		found[cdc.TableID{Schema: r.schema, Name: r.name}] = r
+	}
+	var problems []string
+	seen := make(map[cdc.TableID]bool)
+	out := rels[:0]
+	for _, id := range include {
+		r, ok := found[id]
+		switch {
+		case seen[id]:
+			continue
+		case !ok:
+			problems = append(problems, fmt.Sprintf("table %s does not exist", id))
+		case r.kind != "r" && r.kind != "p":
+			problems = append(problems, fmt.Sprintf("%s is not a table (relkind %s)", id, r.kind))
+		case r.persistence != "p":
+			problems = append(problems, fmt.Sprintf("table %s is unlogged or temporary: logical decoding cannot see its changes", id))
+		default:
+			out = append(out, r)
+		}
+		seen[id] = true
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("included tables: %s", strings.Join(problems, "; "))
+	}
+	return out, nil
+}
+
+// describe attaches columns, key and replica identity, and sorts.
+func describe(ctx context.Context, c *pgx.Conn, rels []relation) ([]*cdc.Table, error) {
+	byOID := make(map[uint32]*cdc.Table, len(rels))
+	oids := make([]uint32, 0, len(rels))
+	tables := make([]*cdc.Table, 0, len(rels))
+	for _, r := range rels {
+		t := &cdc.Table{ID: cdc.TableID{Schema: r.schema, Name: r.name}, OID: r.oid, ReplicaIdentity: replicaIdentity(r.replident)}
+		byOID[r.oid] = t
+		oids = append(oids, r.oid)
+		tables = append(tables, t)
+	}
+	rows, err := c.Query(ctx, `SELECT a.attrelid, a.attname::text, a.atttypid, a.atttypmod,
+			format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attnum
+		FROM pg_attribute a
+		WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+		ORDER BY a.attrelid, a.attnum`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("read columns: %w", err)
+	}
+	var (
+		rel    uint32
+		col    cdc.Column
+		attnum int16
+	)
+	_, err = pgx.ForEachRow(rows, []any{&rel, &col.Name, &col.TypeOID, &col.TypeMod, &col.PGType, &col.NotNull, &attnum}, func() error {
+		col.FieldID = int(attnum)
+		byOID[rel].Columns = append(byOID[rel].Columns, col)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read columns: %w", err)
+	}
+
+	// Key columns in index order; a table has at most one primary key and at
+	// most one replica identity index.
+	rows, err = c.Query(ctx, `SELECT i.indrelid, i.indisprimary, i.indisreplident, a.attname::text
+		FROM pg_index i
+		CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		WHERE i.indrelid = ANY($1::oid[]) AND (i.indisprimary OR i.indisreplident)
+		ORDER BY i.indrelid, k.ord`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	var (
+		primary, replident bool
+		name               string
+	)
+	pk := make(map[uint32][]string)
+	ri := make(map[uint32][]string)
+	_, err = pgx.ForEachRow(rows, []any{&rel, &primary, &replident, &name}, func() error {
+		if primary {
+			pk[rel] = append(pk[rel], name)
+		}
+		if replident {
+			ri[rel] = append(ri[rel], name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	for oid, t := range byOID {
+		t.PrimaryKey = pk[oid]
+		if t.ReplicaIdentity == cdc.ReplicaIdentityIndex {
+			if len(ri[oid]) > 0 {
+				t.PrimaryKey = ri[oid]
+			} else {
+				t.ReplicaIdentity = cdc.ReplicaIdentityNothing
+			}
+		}
+	}
+	sort.Slice(tables, func(i, j int) bool {
+		a, b := tables[i].ID, tables[j].ID
+		if a.Schema != b.Schema {
+			return a.Schema < b.Schema
+		}
+		return a.Name < b.Name
+	})
+	return tables, nil
+}
+
+func replicaIdentity(relreplident string) cdc.ReplicaIdentity {
+	switch relreplident {
+	case "f":
+		return cdc.ReplicaIdentityFull
+	case "i":
+		return cdc.ReplicaIdentityIndex
+	case "n":
+		return cdc.ReplicaIdentityNothing
+	default: // "d"
+		return cdc.ReplicaIdentityDefault
+	}
+}
+
+// CheckTables judges the tables' replica identities. REPLICA IDENTITY
+// NOTHING makes PostgreSQL reject UPDATE and DELETE of a published table and
+// leaves pg-cdc unable to identify rows, so it is an error of class
+// ErrPreflight naming every such table, with the ALTER TABLE to run in the
+// hint. A table without a key and without FULL is captured insert-only; each
+// gets a warning saying so and how to change it.
+func CheckTables(tables []*cdc.Table) (warnings []string, err error) {
+	var refused, fixes []string
+	for _, t := range tables {
+		name := pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()
+		switch {
+		case t.ReplicaIdentity == cdc.ReplicaIdentityNothing:
+			refused = append(refused, t.ID.String())
+			if len(t.PrimaryKey) > 0 {
+				fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY DEFAULT", name))
+			} else {
+				fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (or add a primary key and use REPLICA IDENTITY DEFAULT)", name))
+			}
+		case t.InsertOnly():
+			warnings = append(warnings, fmt.Sprintf(
+				"table %s has no primary key and REPLICA IDENTITY %s: it is captured insert-only, "+
+					"and PostgreSQL rejects its UPDATE and DELETE while it is published; "+
+					"add a primary key, or run ALTER TABLE %s REPLICA IDENTITY FULL, to capture updates and deletes",
+				t.ID, strings.ToUpper(string(t.ReplicaIdentity)), name))
+		}
+	}
+	if len(refused) > 0 {
+		return warnings, &cdc.Error{
+			Class: ErrPreflight,
+			Msg:   fmt.Sprintf("REPLICA IDENTITY NOTHING on %s: their updates and deletes cannot be captured", strings.Join(refused, ", ")),
+			Hint:  strings.Join(fixes, "; "),
+		}
+	}
+	return warnings, nil
+}

@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// ErrPreflight is the class of a *cdc.Error saying the source is not set up
+// for pg-cdc (wal_level, role, slots, a table's replica identity, a
+// publication that does not publish every operation). Restarting does not
+// help; the hint says what to change. main should map it to the usage or
+// configuration exit code. It lives here rather than in cdc because only this
+// adapter produces it; moving it to cdc is a one-line change.
+var ErrPreflight = errors.New("source database is not ready for pg-cdc")
+
+// ErrReplicationEnded: the server ended the replication stream (CopyDone)
+// without an error, as it does when it shuts down or its timeline ends.
+// Reconnecting is the remedy, so IsTransient is true for it.
+var ErrReplicationEnded = errors.New("server ended replication")
+
+// slotLostHint is what the operator can do when the slot is gone.
+const slotLostHint = "the changes needed to continue are gone; rebuild the data as a new generation " +
+	"(it creates a new slot and snapshot) rather than restarting from the current position"
+
+// slotError turns a server error about the slot into a cdc.ErrSlotLost error,
+// or returns nil when pgErr is about something else. duringStart is true for
+// errors answering START_REPLICATION, where 42704 can only mean the slot (a
+// missing publication is reported later, while decoding, with the same code).
+func slotError(pgErr *pgconn.PgError, slot, server string, duringStart bool) error {
+	lost := false
+	switch pgErr.Code {
+	case "42704": // undefined_object: replication slot "x" does not exist
+		lost = duringStart || strings.Contains(pgErr.Message, "replication slot")
+	case "55000": // object_not_in_prerequisite_state
+		// "can no longer get changes from replication slot" (invalidated),
+		// "This slot has been invalidated because ..." (detail, PG 16+).
+		lost = strings.Contains(pgErr.Message, "can no longer get changes") ||
+			strings.Contains(pgErr.Message, "invalidated") || strings.Contains(pgErr.Detail, "invalidated")
+	case "58P01": // undefined_file: "requested WAL segment ... has already been removed"
+		lost = strings.Contains(pgErr.Message, "has already been removed")
+	}
+	if !lost {
+		return nil
+	}
+	return &cdc.Error{
+		Class: cdc.ErrSlotLost,
+		Msg:   fmt.Sprintf("replication slot %q on %s: %s (SQLSTATE %s)", slot, server, pgErr.Message, pgErr.Code),
+		Hint:  slotLostHint,
+	}
+}
+
+// IsTransient reports whether err may go away by retrying (after
+// reconnecting): network failures, a closed or reset connection, timeouts, a
+// server that is shutting down, starting up, or out of connection slots.
+// It is false for slot loss and every other *cdc.Error, for authentication
+// and permission errors, for context.Canceled (the caller is stopping), and
+// for any other server error.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *cdc.Error
+	if errors.As(err, &ce) || errors.Is(err, cdc.ErrSlotLost) {
+		return false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	// A server error decides by its code, whatever wraps it: pgconn marks
+	// some failed connects as safe to retry even when the server refused the
+	// password.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return true
+		case pgErr.Code == "57P01", // admin_shutdown
+			pgErr.Code == "57P02", // crash_shutdown
+			pgErr.Code == "57P03", // cannot_connect_now (starting up, recovery)
+			pgErr.Code == "53300": // too_many_connections
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, ErrReplicationEnded) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	return pgconn.SafeToRetry(err)
+}

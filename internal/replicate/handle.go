@@ -1,0 +1,248 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/flush"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
+)
+
+func (s *Service) handle(ctx context.Context, msg Message) error {
+	if msg.Keepalive {
+		s.serverEnd = max(s.serverEnd, msg.ServerWALEnd)
+		if msg.ReplyRequested {
+			return s.sendStatus(ctx, false)
+		}
+		return nil
+	}
+	m, err := s.dec.Decode(msg.Data)
+	if err != nil {
+		return fmt.Errorf("decode pgoutput message: %w", err)
+	}
+	switch m := m.(type) {
+	case *pgoutput.Begin:
+		if s.cur != nil {
+			return fmt.Errorf("protocol: BEGIN of transaction %d inside transaction %d", m.XID, s.cur.meta.XID)
+		}
+		s.cur = &openTxn{meta: cdc.TxnMeta{XID: s.extendXID(m.XID), CommitLSN: m.FinalLSN, CommitTime: m.CommitTime}}
+	case *pgoutput.Commit:
+		if s.cur == nil {
+			return fmt.Errorf("protocol: COMMIT at %s without BEGIN", m.CommitLSN)
+		}
+		meta := s.cur.meta
+		meta.EndLSN = m.EndLSN
+		s.openEpoch().CommitTxn(meta, s.now())
+		s.cur = nil
+	case *pgoutput.Relation:
+		return s.bind(m)
+	case *pgoutput.Insert, *pgoutput.Update, *pgoutput.Delete, *pgoutput.Truncate:
+		return s.change(m)
+	case *pgoutput.StreamStart:
+		s.streamTop = m.XID
+	case *pgoutput.StreamStop:
+		s.streamTop = 0
+	case *pgoutput.StreamCommit:
+		return s.streamCommit(m)
+	case *pgoutput.StreamAbort:
+		if err := s.asm.Abort(m.XID, m.SubXID); err != nil {
+			return fmt.Errorf("abort streamed transaction %d: %w", m.XID, err)
+		}
+	default:
+		// Type, Origin and logical messages carry nothing to capture.
+	}
+	return nil
+}
+
+func (s *Service) openEpoch() *flush.Epoch {
+	if s.epoch == nil {
+		next := s.committer.Manifest.Current().Epoch + 1
+		s.epoch = flush.NewEpoch(next, filepath.Join(s.cfg.StateDir, "spool"), s.schema)
+	}
+	return s.epoch
+}
+
+func (s *Service) schema(t *cdc.Table) (*parquetfile.Schema, error) {
+	if sc, ok := s.schemas[t.ID]; ok {
+		return sc, nil
+	}
+	sc, err := parquetfile.NewSchema(t)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: parquet schema: %w", t.ID, err)
+	}
+	s.schemas[t.ID] = sc
+	return sc, nil
+}
+
+func (s *Service) extendXID(x uint32) cdc.XID {
+	xid := cdc.ExtendXID(s.xidRef, x)
+	s.xidRef = max(s.xidRef, xid)
+	return xid
+}
+
+// bind checks a Relation message against the manifest and remembers which
+// table the relation id means. A difference is a hard error: writing rows
+// under the wrong columns would corrupt the table silently.
+func (s *Service) bind(r *pgoutput.Relation) error {
+	id := cdc.TableID{Schema: r.Namespace, Name: r.Name}
+	t := s.byName[id.String()]
+	if t == nil {
+		return &cdc.Error{
+			Class: cdc.ErrSchemaChanged,
+			Msg:   fmt.Sprintf("table %s is published but not captured (it is not in the manifest)", id),
+			Hint:  "remove it from the publication, or re-run init on a new storage path to capture it",
+		}
+	}
+	if r.RelID != t.OID {
+		return &cdc.Error{
+			Class: cdc.ErrSchemaChanged,
+			Msg:   fmt.Sprintf("table %s has OID %d, the manifest has %d (the table was dropped and re-created)", id, r.RelID, t.OID),
+			Hint:  "schema evolution is not supported by this version; rebuild the capture with teardown and init",
+		}
+	}
+	if diff := columnDiff(t, r); diff != "" {
+		return &cdc.Error{
+			Class: cdc.ErrSchemaChanged,
+			Msg:   fmt.Sprintf("table %s: %s", id, diff),
+			Hint:  "schema evolution is not supported by this version; rebuild the capture with teardown and init",
+		}
+	}
+	b := &binding{table: t}
+	for _, k := range t.PrimaryKey {
+		b.keys = append(b.keys, t.ColumnIndex(k))
+	}
+	s.byRel[r.RelID] = b
+	return nil
+}
+
+func columnDiff(t *cdc.Table, r *pgoutput.Relation) string {
+	if len(r.Columns) != len(t.Columns) {
+		return fmt.Sprintf("the stream has %d columns, the manifest %d", len(r.Columns), len(t.Columns))
+	}
+	for i, c := range r.Columns {
+		want := t.Columns[i]
+		switch {
+		case c.Name != want.Name:
+			return fmt.Sprintf("column %d is %q in the stream, %q in the manifest", i+1, c.Name, want.Name)
+		case c.TypeOID != want.TypeOID || c.TypeMod != want.TypeMod:
+			return fmt.Sprintf("column %q changed type (stream type oid %d mod %d, manifest %s)", c.Name, c.TypeOID, c.TypeMod, want.PGType)
+		}
+	}
+	return ""
+}
+
+func (s *Service) lookup(relID uint32) (*binding, error) {
+	b := s.byRel[relID]
+	if b == nil {
+		return nil, fmt.Errorf("protocol: DML for relation OID %d before its Relation message", relID)
+	}
+	return b, nil
+}
+
+// change turns one DML message into change rows and routes them: into the
+// streamed transaction's buffer, or straight into the epoch for a
+// transaction PostgreSQL sends whole at commit.
+func (s *Service) change(m pgoutput.Message) error {
+	var (
+		rows []*cdc.Change
+		xid  uint32
+	)
+	switch m := m.(type) {
+	case *pgoutput.Insert:
+		b, err := s.lookup(m.RelID)
+		if err != nil {
+			return err
+		}
+		xid = m.XID
+		rows = []*cdc.Change{{Table: b.table, Op: cdc.OpInsert, Values: m.New}}
+	case *pgoutput.Update:
+		b, err := s.lookup(m.RelID)
+		if err != nil {
+			return err
+		}
+		xid = m.XID
+		if m.Old != nil && keyChanged(b.keys, m.Old, m.New) {
+			// A key change is a delete of the old key and a write of the
+			// new one, so a reader merging by key never keeps both.
+			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpDelete, Values: m.Old})
+		}
+		rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpUpdate, Values: m.New})
+	case *pgoutput.Delete:
+		b, err := s.lookup(m.RelID)
+		if err != nil {
+			return err
+		}
+		if m.Old == nil {
+			return fmt.Errorf("table %s: DELETE without old key", b.table.ID)
+		}
+		xid = m.XID
+		rows = []*cdc.Change{{Table: b.table, Op: cdc.OpDelete, Values: m.Old}}
+	case *pgoutput.Truncate:
+		xid = m.XID
+		for _, rel := range m.RelIDs {
+			b, err := s.lookup(rel)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpTruncate, Values: make([]cdc.Datum, len(b.table.Columns))})
+		}
+	}
+
+	if s.streamTop != 0 {
+		sub := xid
+		if sub == 0 {
+			sub = s.streamTop
+		}
+		for _, c := range rows {
+			if err := s.asm.Add(s.streamTop, sub, c); err != nil {
+				return fmt.Errorf("buffer streamed transaction %d: %w", s.streamTop, err)
+			}
+		}
+		return nil
+	}
+	if s.cur == nil {
+		return fmt.Errorf("protocol: DML outside a transaction")
+	}
+	e := s.openEpoch()
+	for _, c := range rows {
+		meta := cdc.RowMeta{Op: c.Op, LSN: s.cur.meta.CommitLSN, Seq: s.cur.seq, XID: s.cur.meta.XID, CommitTime: s.cur.meta.CommitTime}
+		s.cur.seq++
+		if err := e.Write(meta, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) streamCommit(m *pgoutput.StreamCommit) error {
+	meta := cdc.TxnMeta{XID: s.extendXID(m.XID), CommitLSN: m.CommitLSN, EndLSN: m.EndLSN, CommitTime: m.CommitTime}
+	e := s.openEpoch()
+	err := s.asm.Commit(m.XID, func(seq int64, c *cdc.Change) error {
+		return e.Write(cdc.RowMeta{Op: c.Op, LSN: meta.CommitLSN, Seq: seq, XID: meta.XID, CommitTime: meta.CommitTime}, c)
+	})
+	if err != nil {
+		return fmt.Errorf("commit streamed transaction %d: %w", m.XID, err)
+	}
+	e.CommitTxn(meta, s.now())
+	return nil
+}
+
+func keyChanged(keys []int, old, new []cdc.Datum) bool {
+	for _, i := range keys {
+		if i < 0 || i >= len(old) || i >= len(new) {
+			continue
+		}
+		o, n := old[i], new[i]
+		if n.Kind == cdc.DatumUnchanged {
+			continue
+		}
+		if o.Kind != n.Kind || !bytes.Equal(o.Text, n.Text) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,236 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/flush"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
+	"github.com/pg-cdc/pg-cdc/internal/txn"
+)
+
+// Config tunes the service.
+type Config struct {
+	Limits          flush.Limits
+	StandbyInterval time.Duration
+	DrainTimeout    time.Duration
+	// StateDir holds spill files of large transactions and spooled delta
+	// files; it is scratch space, emptied at start.
+	StateDir     string
+	MemoryBudget int64
+	// XIDRef is a recent 64-bit transaction id of the source, used to extend
+	// the 32-bit xids pgoutput sends.
+	XIDRef cdc.XID
+}
+
+// maxWait bounds one receive so that stop requests and timers are noticed.
+const maxWait = time.Second
+
+// Service runs one replication session.
+type Service struct {
+	cfg       Config
+	src       Source
+	committer *flush.Committer
+	log       *slog.Logger
+	now       func() time.Time
+
+	dec     *pgoutput.Decoder
+	asm     *txn.Assembler
+	byName  map[string]*cdc.Table // captured tables, from the manifest
+	byRel   map[uint32]*binding   // relation id → table, once checked
+	schemas map[cdc.TableID]*parquetfile.Schema
+
+	epoch      *flush.Epoch
+	cur        *openTxn // the non-streamed transaction being received
+	streamTop  uint32   // top-level xid of the stream chunk being received
+	durable    cdc.LSN  // the manifest's end LSN: the only position ever confirmed
+	serverEnd  cdc.LSN  // from keepalives
+	xidRef     cdc.XID
+	lastStatus time.Time
+	lastIdle   time.Time
+}
+
+type binding struct {
+	table *cdc.Table
+	keys  []int // column indexes of the primary key
+}
+
+type openTxn struct {
+	meta cdc.TxnMeta
+	seq  int64
+}
+
+// New builds a service positioned at the committer's manifest. It starts
+// nothing.
+func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (*Service, error) {
+	m := committer.Manifest.Current()
+	s := &Service{
+		cfg: cfg, src: src, committer: committer, log: log, now: time.Now,
+		dec:     pgoutput.NewDecoder(),
+		asm:     txn.NewAssembler(filepath.Join(cfg.StateDir, "spill"), cfg.MemoryBudget),
+		byName:  map[string]*cdc.Table{},
+		byRel:   map[uint32]*binding{},
+		schemas: map[cdc.TableID]*parquetfile.Schema{},
+		durable: m.EndLSN,
+		xidRef:  cfg.XIDRef,
+	}
+	for key, mt := range m.Tables {
+		t, err := mt.SourceTable()
+		if err != nil {
+			return nil, err
+		}
+		s.byName[key] = t
+	}
+	return s, nil
+}
+
+// Durable returns the LSN the manifest holds and that has been confirmed.
+func (s *Service) Durable() cdc.LSN { return s.durable }
+
+// Run streams until ctx is cancelled (a stop request) or an error occurs.
+// On a stop request it finishes the transaction being received, flushes
+// what is buffered within DrainTimeout, confirms it and returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	for _, dir := range []string{"spill", "spool"} {
+		if err := os.RemoveAll(filepath.Join(s.cfg.StateDir, dir)); err != nil {
+			return fmt.Errorf("clear state dir: %w", err)
+		}
+	}
+	defer func() {
+		if s.epoch != nil {
+			s.epoch.Discard()
+		}
+		_ = s.asm.Reset()
+	}()
+
+	// I/O runs on a context that outlives the stop request, so that the
+	// drain can still read, write and confirm.
+	ioCtx := context.WithoutCancel(ctx)
+	var stopBy time.Time
+	for {
+		if ctx.Err() != nil {
+			if stopBy.IsZero() {
+				stopBy = s.now().Add(s.cfg.DrainTimeout)
+				s.log.Info("stop requested; draining", "lsn", s.durable)
+			}
+			if s.cur == nil {
+				return s.drain(ioCtx, stopBy)
+			}
+			if s.now().After(stopBy) {
+				return fmt.Errorf("drain: transaction %d still open after %s; nothing from it was confirmed and it will be replayed", s.cur.meta.XID, s.cfg.DrainTimeout)
+			}
+		}
+
+		rctx, cancel := context.WithDeadline(ioCtx, s.nextWake())
+		msg, err := s.src.Receive(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			if err := s.handle(ioCtx, msg); err != nil {
+				return err
+			}
+		case errors.Is(err, context.DeadlineExceeded):
+		default:
+			return fmt.Errorf("receive: %w", err)
+		}
+
+		if s.cur == nil && s.epoch != nil {
+			if reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now()); reason != flush.NotDue {
+				if err := s.flush(ioCtx, reason); err != nil {
+					return err
+				}
+			}
+		}
+		if ctx.Err() == nil {
+			if err := s.maybeIdleAdvance(ioCtx); err != nil {
+				return err
+			}
+		}
+		if s.now().Sub(s.lastStatus) >= s.cfg.StandbyInterval {
+			if err := s.sendStatus(ioCtx, false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Service) nextWake() time.Time {
+	now := s.now()
+	wake := now.Add(maxWait)
+	if t := s.lastStatus.Add(s.cfg.StandbyInterval); t.Before(wake) {
+		wake = t
+	}
+	if s.epoch != nil {
+		if t := flush.Deadline(s.cfg.Limits, s.epoch.Pending()); !t.IsZero() && t.Before(wake) {
+			wake = t
+		}
+	}
+	if !wake.After(now) {
+		wake = now.Add(time.Millisecond)
+	}
+	return wake
+}
+
+func (s *Service) drain(ctx context.Context, stopBy time.Time) error {
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
+	defer cancel()
+	if s.epoch != nil && !s.epoch.Empty() {
+		if err := s.flush(dctx, "shutdown"); err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+	}
+	if err := s.sendStatus(dctx, false); err != nil {
+		return fmt.Errorf("drain: final standby status: %w", err)
+	}
+	s.log.Info("stopped cleanly", "lsn", s.durable, "epoch", s.committer.Manifest.Current().Epoch)
+	return nil
+}
+
+func (s *Service) flush(ctx context.Context, reason flush.Reason) error {
+	e := s.epoch
+	s.epoch = nil
+	started := s.now()
+	p := e.Pending()
+	res, err := s.committer.Flush(ctx, e)
+	if err != nil {
+		return err
+	}
+	s.durable = max(s.durable, res.Durable.EndLSN)
+	s.log.Info("flushed epoch", "epoch", res.Epoch, "reason", string(reason), "txns", p.Txns,
+		"rows", res.Rows, "tables", res.Tables, "bytes", res.Bytes, "lsn", s.durable,
+		"duration_ms", s.now().Sub(started).Milliseconds())
+	return s.sendStatus(ctx, false)
+}
+
+func (s *Service) maybeIdleAdvance(ctx context.Context) error {
+	if s.now().Sub(s.lastIdle) < s.cfg.StandbyInterval {
+		return nil
+	}
+	quiet := s.cur == nil && s.streamTop == 0 && (s.epoch == nil || s.epoch.Empty()) && !s.asm.Pending()
+	pos, ok := flush.IdleAdvance(flush.IdleState{Durable: s.durable, ServerEnd: s.serverEnd, Quiet: quiet})
+	if !ok {
+		return nil
+	}
+	s.lastIdle = s.now()
+	if err := s.committer.AdvanceIdle(ctx, pos); err != nil {
+		return err
+	}
+	s.log.Debug("idle advance", "lsn", pos)
+	s.durable = pos
+	return s.sendStatus(ctx, false)
+}
+
+func (s *Service) sendStatus(ctx context.Context, reply bool) error {
+	if err := s.src.SendStatus(ctx, s.durable, reply); err != nil {
+		return fmt.Errorf("send standby status: %w", err)
+	}
+	s.lastStatus = s.now()
+	return nil
+}
