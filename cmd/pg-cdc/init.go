@@ -151,9 +151,9 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 			SystemIdentifier: ident.SystemIdentifier, Timeline: ident.Timeline, Database: ident.Database,
 			Slot: cfg.Replication.Slot, Publication: cfg.Replication.Publication,
 		},
-		Epoch:  0,
-		EndLSN: lsn,
-		Tables: map[string]*manifest.Table{},
+		Epoch:   0,
+		EndLSN:  lsn,
+		Tables:  map[string]*manifest.Table{},
 		History: []manifest.EpochRecord{{Epoch: 0, EndLSN: lsn, MaxCommitTime: snapTime, FlushedAt: time.Now().UTC()}},
 	}
 	for _, t := range tables {

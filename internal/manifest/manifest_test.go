@@ -1,0 +1,178 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+func sample() *Manifest {
+	return &Manifest{
+		Source: Source{SystemIdentifier: "7440312345678901234", Timeline: 1, Database: "app", Slot: "s", Publication: "p"},
+		EndLSN: 0x16B3748,
+		Tables: map[string]*Table{
+			"public.orders": {
+				Schema: "public", Name: "orders", OID: 16384, Generation: "g0001",
+				PrimaryKey: []string{"id"}, ReplicaIdentity: "default", SchemaVersion: 1,
+				Schemas: []SchemaVersion{{Version: 1, Columns: []Column{{Name: "id", PGType: "bigint", ParquetType: "INT64", FieldID: 1, TypeOID: 20, TypeMod: -1}}}},
+				Snapshot: Snapshot{State: SnapshotComplete, LSN: 0x16B3748},
+				Base:     &Base{MaxLSN: 0x16B3748, RowCount: 3, Files: []File{{Path: "public/orders/g0001/base/00000000/part-00000.parquet", Rows: 3, Bytes: 100}}},
+				Deltas:   []Delta{},
+			},
+		},
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	m := sample()
+	data, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"format_version": 0`, `"end_lsn": "0/16B3748"`, `"public.orders": {`, `"primary_key": [`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("encoded manifest lacks %s:\n%s", want, data)
+		}
+	}
+	m.FormatVersion = FormatVersion
+	data, _ = m.Encode()
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := back.Encode()
+	if string(again) != string(data) {
+		t.Fatalf("round trip changed the manifest:\n%s\n---\n%s", data, again)
+	}
+	st, err := back.Tables["public.orders"].SourceTable()
+	if err != nil || st.ID.String() != "public.orders" || st.Columns[0].TypeOID != 20 || !st.Columns[0].NotNull {
+		t.Fatalf("SourceTable = %+v, %v", st, err)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for name, doc := range map[string]string{
+		"not json":        `{`,
+		"no version":      `{"epoch": 1}`,
+		"future version":  `{"format_version": 2}`,
+		"null table":      `{"format_version": 1, "tables": {"public.t": null}}`,
+		"mismatched name": `{"format_version": 1, "tables": {"public.t": {"schema": "public", "name": "u"}}}`,
+		"bad lsn":         `{"format_version": 1, "end_lsn": "zz"}`,
+	} {
+		if _, err := Decode([]byte(doc)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	m := sample()
+	m.FormatVersion = 1
+	data, _ := m.Encode()
+	f.Add(data)
+	f.Add([]byte(`{"format_version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if _, err := m.Encode(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestFileKey(t *testing.T) {
+	id := cdc.TableID{Schema: "public", Name: "orders"}
+	if got := FileKey(id, "g0001", KindDelta, 41, 0); got != "public/orders/g0001/delta/00000041/part-00000.parquet" {
+		t.Errorf("FileKey = %s", got)
+	}
+	odd := cdc.TableID{Schema: "..", Name: "a/b c"}
+	got := FileKey(odd, "g0001", KindBase, 0, 2)
+	if got != "%2E%2E/a%2Fb%20c/g0001/base/00000000/part-00002.parquet" {
+		t.Errorf("FileKey escapes badly: %s", got)
+	}
+}
+
+func TestCommitterCreatesOnceAndCommits(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	if _, _, err := Load(ctx, store); !errors.Is(err, cdc.ErrNotInitialized) {
+		t.Fatalf("Load on an empty store: %v", err)
+	}
+	c, err := Create(ctx, store, sample(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(ctx, store, sample(), time.Now()); err == nil {
+		t.Fatal("a second Create overwrote the manifest")
+	}
+	m, err := c.Commit(ctx, func(m *Manifest) error { m.Epoch = 1; m.EndLSN = 0x2000000; return nil })
+	if err != nil || m.Epoch != 1 {
+		t.Fatalf("Commit: %v %v", m, err)
+	}
+	got, _, _ := Load(ctx, store)
+	if got.Epoch != 1 || got.EndLSN != 0x2000000 {
+		t.Fatalf("stored manifest: epoch %d end %s", got.Epoch, got.EndLSN)
+	}
+	// A failed mutation leaves the committer's view untouched.
+	if _, err := c.Commit(ctx, func(m *Manifest) error { m.Epoch = 99; return errors.New("no") }); err == nil {
+		t.Fatal("mutation error ignored")
+	}
+	if c.Current().Epoch != 1 {
+		t.Fatalf("a failed mutation leaked: epoch %d", c.Current().Epoch)
+	}
+}
+
+func TestCommitterRetriesConflictsMonotonically(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a, err := Create(ctx, store, sample(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, store, Breaker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(ctx, func(m *Manifest) error { m.EndLSN = max(m.EndLSN, 0x3000000); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// a's view is stale: its commit conflicts, re-reads, and re-applies.
+	m, err := a.Commit(ctx, func(m *Manifest) error { m.EndLSN = max(m.EndLSN, 0x2000000); m.Epoch++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EndLSN != 0x3000000 || m.Epoch != 1 {
+		t.Fatalf("merged manifest: end %s epoch %d", m.EndLSN, m.Epoch)
+	}
+}
+
+func TestCommitterBreakerTrips(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a, err := Create(ctx, store, sample(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Open(ctx, store, Breaker{})
+	a.breaker = Breaker{Threshold: 3, Window: time.Hour}
+	// Another writer commits between every attempt of a.
+	_, err = a.Commit(ctx, func(m *Manifest) error {
+		if _, err := b.Commit(ctx, func(m *Manifest) error { m.Epoch++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
+	if !errors.Is(err, cdc.ErrCASBreaker) {
+		t.Fatalf("want the breaker to trip, got %v", err)
+	}
+	if cdc.HintOf(err) == "" {
+		t.Error("the breaker error has no operator hint")
+	}
+}
