@@ -340,8 +340,8 @@ func (w *workload) randomTxn(ctx context.Context) error {
 		items := 1 + w.rng.IntN(4)
 		err := w.txn(ctx, func(tx pgx.Tx, c counter) error {
 			if _, err := execCount(ctx, tx, c, "public.orders", 'I',
-				`INSERT INTO orders (id, customer_id, status, total, note) VALUES ($1, $2, 'new', $3, `+fmt.Sprintf(noteSQL, "$1::text")+`)`,
-				id, customer, float64(items)*19.5); err != nil {
+				`INSERT INTO orders (id, customer_id, status, total, note) VALUES ($1, $2, 'new', $3, `+fmt.Sprintf(noteSQL, "$4::text")+`)`,
+				id, customer, float64(items)*19.5, fmt.Sprint(id)); err != nil {
 				return err
 			}
 			if _, err := execCount(ctx, tx, c, "public.order_items", 'I',
@@ -378,7 +378,7 @@ func (w *workload) randomTxn(ctx context.Context) error {
 		id := w.nextCustomer
 		err := w.txn(ctx, func(tx pgx.Tx, c counter) error {
 			_, err := execCount(ctx, tx, c, "public.customers", 'I',
-				`INSERT INTO customers (id, name, email) VALUES ($1, 'customer ' || $1, 'c' || $1 || '@example.com')`, id)
+				`INSERT INTO customers (id, name, email) VALUES ($1, 'customer ' || $2::text, 'c' || $2::text || '@example.com')`, id, fmt.Sprint(id))
 			return err
 		})
 		if err == nil {

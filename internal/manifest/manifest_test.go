@@ -19,7 +19,7 @@ func sample() *Manifest {
 			"public.orders": {
 				Schema: "public", Name: "orders", OID: 16384, Generation: "g0001",
 				PrimaryKey: []string{"id"}, ReplicaIdentity: "default", SchemaVersion: 1,
-				Schemas: []SchemaVersion{{Version: 1, Columns: []Column{{Name: "id", PGType: "bigint", ParquetType: "INT64", FieldID: 1, TypeOID: 20, TypeMod: -1}}}},
+				Schemas:  []SchemaVersion{{Version: 1, Columns: []Column{{Name: "id", PGType: "bigint", ParquetType: "INT64", FieldID: 1, TypeOID: 20, TypeMod: -1}}}},
 				Snapshot: Snapshot{State: SnapshotComplete, LSN: 0x16B3748},
 				Base:     &Base{MaxLSN: 0x16B3748, RowCount: 3, Files: []File{{Path: "public/orders/g0001/base/00000000/part-00000.parquet", Rows: 3, Bytes: 100}}},
 				Deltas:   []Delta{},
