@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -83,6 +84,7 @@ func main() {
 // demo holds what the steps share.
 type demo struct {
 	opts    options
+	outMu   sync.Mutex
 	out     io.Writer
 	bin     string // absolute path of pg-cdc
 	dir     string // absolute working directory
@@ -343,7 +345,7 @@ func (d *demo) waitStreaming(ctx context.Context, dm *daemon) error {
 		}
 		if dm.exited() {
 			d.printLogTail(30)
-			return fmt.Errorf("pg-cdc start exited early with code %d", dm.exitCode())
+			return fmt.Errorf("pg-cdc start %s before it began streaming", dm.exitStatus())
 		}
 		if time.Now().After(deadline) {
 			d.printLogTail(30)
@@ -361,7 +363,11 @@ func (d *demo) step(n int, title string) {
 	d.printf("\n==> %d/5  %s\n", n, title)
 }
 
+// printf writes to the demo's output. The workload and the progress
+// reporter print from their own goroutines, hence the lock.
 func (d *demo) printf(format string, args ...any) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
 	fmt.Fprintf(d.out, format, args...)
 }
 

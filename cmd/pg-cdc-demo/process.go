@@ -84,11 +84,13 @@ func (d *daemon) exited() bool {
 	}
 }
 
-// exitCode is the process's exit code once it has exited (-1 if a signal
-// killed it).
-func (d *daemon) exitCode() int {
+// exitStatus describes how the process ended, once it has.
+func (d *daemon) exitStatus() string {
 	<-d.done
-	return d.cmd.ProcessState.ExitCode()
+	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("was killed by signal %s", ws.Signal())
+	}
+	return fmt.Sprintf("exited with code %d (see docs/exit-codes.md)", d.cmd.ProcessState.ExitCode())
 }
 
 // stop sends SIGTERM and waits up to timeout for the process to exit, then

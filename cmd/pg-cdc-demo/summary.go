@@ -368,7 +368,8 @@ func (d *demo) printPositions(ctx context.Context, conn *pgx.Conn, m *manifest.M
 	d.printf("  epochs:            %d (epoch 0 is the initial snapshot, then one per flush; %d \"flushed epoch\" lines in %s)\n",
 		m.Epoch, flushes, d.rel(d.logPath))
 	d.printf("  manifest end LSN:  %s (the last source transaction whose rows are in the sink)\n", m.EndLSN)
-	d.printf("  source WAL now:    %s, %d bytes after it: WAL with nothing to capture (checkpoints, catalog and bookkeeping records)\n", current, lag)
+	d.printf("  source WAL now:    %s, %d bytes after the end LSN (WAL written since the last captured commit: records without\n", current, lag)
+	d.printf("                     changes to the captured tables, e.g. checkpoints and autovacuum; the checks above show nothing is missing)\n")
 	switch {
 	case confirmed == m.EndLSN:
 		d.printf("  slot confirmed:    %s = the manifest's end LSN: PostgreSQL was told exactly what is durable\n", confirmed)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,6 +189,7 @@ func (d *demo) runWorkload(ctx context.Context, dm *daemon) (*workStats, error) 
 		nextCustomer: seedCustomers + 1, nextOrder: seedOrders + 1,
 	}
 
+	var lastProgress atomic.Int64 // unix nanoseconds of the last progress line
 	g, gctx := errgroup.WithContext(ctx)
 	workDone := make(chan struct{})
 	began := time.Now()
@@ -211,13 +213,14 @@ func (d *demo) runWorkload(ctx context.Context, dm *daemon) (*workStats, error) 
 				if err := d.progress(gctx, pool, stats, time.Since(began)); err != nil {
 					return err
 				}
+				lastProgress.Store(time.Now().UnixNano())
 			}
 		}
 	})
 	g.Go(func() error {
 		select {
 		case <-dm.done:
-			return fmt.Errorf("pg-cdc start exited during the workload with code %d", dm.exitCode())
+			return fmt.Errorf("pg-cdc start %s during the workload", dm.exitStatus())
 		case <-workDone:
 			return nil
 		case <-gctx.Done():
@@ -232,8 +235,11 @@ func (d *demo) runWorkload(ctx context.Context, dm *daemon) (*workStats, error) 
 		}
 		return nil, err
 	}
-	if err := d.progress(ctx, pool, stats, stats.elapsed); err != nil {
-		return nil, err
+	// A last line, unless the ticker just printed one.
+	if time.Since(time.Unix(0, lastProgress.Load())) > time.Second {
+		if err := d.progress(ctx, pool, stats, stats.elapsed); err != nil {
+			return nil, err
+		}
 	}
 	return stats, nil
 }

@@ -19,7 +19,9 @@ func TestValidateOK(t *testing.T) {
 		{"defaults plus url", func(*Config) {}},
 		{"postgres scheme", func(c *Config) { c.Source.Postgres.URL = "postgres://h/db" }},
 		{"unix socket", func(c *Config) { c.Source.Postgres.URL = "postgresql:///db?host=/var/run/postgresql" }},
-		{"multi-host", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write" }},
+		{"multi-host", func(c *Config) {
+			c.Source.Postgres.URL = "postgresql://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write"
+		}},
 		{"include", func(c *Config) { c.Tables.Include = []string{"public.orders"} }},
 		{"exclude glob", func(c *Config) { c.Tables.Exclude = []string{"public.tmp_*", "*_old", "public.exact"} }},
 		{"slot starting with digit", func(c *Config) { c.Replication.Slot = "1slot" }},

@@ -91,11 +91,11 @@ func step(ctx context.Context, tx pgx.Tx, rng *rand.Rand, nextID *int64) error {
 	switch p := rng.IntN(100); {
 	case p < 25:
 		*nextID++
-		sql = `INSERT INTO orders VALUES ($1, 1 + $1 % 50, $2, 'new', jsonb_build_object('n', $1, 's', 'é"\'), now(), repeat('y', 2500) || $1)`
+		sql = `INSERT INTO orders VALUES ($1::bigint, 1 + $1::bigint % 50, $2::numeric, 'new', jsonb_build_object('n', $1::bigint, 's', 'é"\'), now(), repeat('y', 2500) || $1::bigint)`
 		args = []any{*nextID, fmt.Sprintf("%d.%02d", rng.IntN(10000), rng.IntN(100))}
 	case p < 35:
 		*nextID++
-		sql = `INSERT INTO customers VALUES ($1, $2, NULL, now(), NULL)`
+		sql = `INSERT INTO customers VALUES ($1::bigint, $2::text, NULL, now(), NULL)`
 		args = []any{*nextID, "new customer\t" + strings.Repeat("z", rng.IntN(5))}
 	case p < 50:
 		// Leaves orders.note untouched: it arrives as an unchanged TOAST value.
@@ -110,7 +110,7 @@ func step(ctx context.Context, tx pgx.Tx, rng *rand.Rand, nextID *int64) error {
 		args = []any{rng.IntN(200)}
 	case p < 80:
 		*nextID++
-		sql = `INSERT INTO items VALUES ($1, 1, gen_random_uuid(), 2, 'NaN'), ($1, 2, gen_random_uuid(), 3, '-Infinity')`
+		sql = `INSERT INTO items VALUES ($1::bigint, 1, gen_random_uuid(), 2, 'NaN'), ($1::bigint, 2, gen_random_uuid(), 3, '-Infinity')`
 		args = []any{*nextID}
 	case p < 90:
 		sql = `DELETE FROM orders WHERE id = (SELECT id FROM orders ORDER BY id OFFSET $1 LIMIT 1)`

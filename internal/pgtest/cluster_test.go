@@ -3,6 +3,7 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -172,5 +173,37 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recordTB records Skipf and Fatalf instead of ending the goroutine.
+type recordTB struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recordTB) Helper()               {}
+func (r *recordTB) Skipf(string, ...any)  { r.skipped = true }
+func (r *recordTB) Fatalf(string, ...any) { r.failed = true }
+
+func TestSkipOrFatal(t *testing.T) {
+	noPG := fmt.Errorf("start: %w", ErrNoPostgres)
+	for _, tt := range []struct {
+		ci           string
+		err          error
+		skip, failed bool
+	}{
+		{"", noPG, true, false},
+		{"false", noPG, true, false},
+		{"true", noPG, false, true},
+		{"1", noPG, false, true},
+		{"", errors.New("initdb failed"), false, true},
+	} {
+		t.Setenv("CI", tt.ci)
+		r := &recordTB{TB: t}
+		skipOrFatal(r, tt.err)
+		if r.skipped != tt.skip || r.failed != tt.failed {
+			t.Errorf("CI=%q err=%v: skipped %t failed %t", tt.ci, tt.err, r.skipped, r.failed)
+		}
 	}
 }

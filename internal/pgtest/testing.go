@@ -101,10 +101,9 @@ func New(tb testing.TB) *Cluster {
 
 func skipOrFatal(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNoPostgres) {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); !ci {
-			tb.Skipf("pgtest: %v", err)
-		}
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); errors.Is(err, ErrNoPostgres) && !ci {
+		tb.Skipf("pgtest: %v", err)
+		return
 	}
 	tb.Fatalf("pgtest: %v", err)
 }

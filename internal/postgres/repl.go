@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -93,7 +94,7 @@ func (r *ReplConn) StartReplication(ctx context.Context, slot, publication strin
 			"proto_version '2'",
 			// pgoutput splits publication_names as a list of identifiers,
 			// so the name is quoted as an identifier inside a literal.
-			"publication_names " + quoteLiteral(quoteIdent(publication)),
+			"publication_names " + quoteLiteral(pgx.Identifier{publication}.Sanitize()),
 			"messages 'true'",
 			"streaming 'true'",
 		},
@@ -256,9 +257,19 @@ func (r *ReplConn) SendStatus(ctx context.Context, pos cdc.LSN, replyRequested b
 	return nil
 }
 
-// Close ends the session. Send a last status update before, if one is due.
+// Close ends the session; send a last status update before, if one is due.
+// It also waits (until ctx is done) for pgconn to finish closing a
+// connection that an earlier error broke, so nothing outlives the ReplConn.
 func (r *ReplConn) Close(ctx context.Context) error {
-	if err := r.conn.Close(ctx); err != nil {
+	err := r.conn.Close(ctx)
+	select {
+	case <-r.conn.CleanupDone():
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("close replication connection to %s: %w", r.server, err)
 	}
 	return nil
@@ -278,7 +289,5 @@ func validSlotName(name string) error {
 	}
 	return nil
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

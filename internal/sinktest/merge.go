@@ -1,0 +1,320 @@
+package sinktest
+
+import (
+	"database/sql"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// MergedRows returns the current state of table ("schema.name") in the
+// filesystem sink rooted at root: the files the manifest names for it (base
+// and deltas), read with DuckDB and merged by DESIGN §7:
+//
+//   - a T row removes every version with (__lsn, __seq) older than itself;
+//   - per primary key the newest version by (__lsn, __seq) wins, and a D
+//     winner means the key is absent; replayed duplicates (same key and
+//     order token) count once;
+//   - a column listed in the winner's __unchanged takes its value from the
+//     newest older I or U version of the key where it was not unchanged (a
+//     D's non-key columns are not values under REPLICA IDENTITY DEFAULT);
+//   - a table without a primary key keeps every I row not removed by a T,
+//     once per (__lsn, __seq).
+//
+// It returns the current schema version's column names in table order and
+// the rows, sorted by primary key in DuckDB's (byte-wise) order, or by
+// (__lsn, __seq) without one. Values are as DuckDB's database/sql driver
+// returns them, except that UUID columns, which the driver returns as
+// 16-byte []byte, are returned as duckdb.UUID so Canonical can tell them
+// from bytea.
+func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any) {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(manifest.Key)))
+	if err != nil {
+		tb.Fatalf("read manifest: %v", err)
+	}
+	m, err := manifest.Decode(data)
+	if err != nil {
+		tb.Fatalf("sink %s: %v", root, err)
+	}
+	mt := m.Tables[table]
+	if mt == nil {
+		tb.Fatalf("table %s is not in the manifest of %s", table, root)
+	}
+	schema := mt.CurrentSchema()
+	if schema == nil {
+		tb.Fatalf("table %s has no schema version %d in the manifest", table, mt.SchemaVersion)
+	}
+	for _, c := range schema.Columns {
+		cols = append(cols, c.Name)
+	}
+	files := tableFiles(tb, root, mt)
+	if len(files) == 0 {
+		return cols, nil
+	}
+
+	db := openSandboxed(tb, root)
+	from := "read_parquet([" + strings.Join(files, ", ") + "], union_by_name = true)"
+	present := fileColumns(tb, db, from)
+	for _, k := range mt.PrimaryKey {
+		if !present[k] {
+			tb.Fatalf("table %s: key column %q is in no file", table, k)
+		}
+	}
+
+	truncLSN, truncSeq, truncated := lastTruncate(tb, db, from)
+
+	sel := []string{"__op", "__lsn", "__seq", "__unchanged"}
+	for _, c := range cols {
+		if present[c] {
+			sel = append(sel, ident(c))
+		} else {
+			// A column added after every file was written.
+			sel = append(sel, "NULL AS "+ident(c))
+		}
+	}
+	var order []string
+	for _, k := range mt.PrimaryKey {
+		order = append(order, ident(k))
+	}
+	order = append(order, "__lsn", "__seq")
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " WHERE __op <> 'T' ORDER BY " + strings.Join(order, ", ")
+	versions := queryVersions(tb, db, q, len(cols))
+
+	var kept []version
+	for _, v := range versions {
+		if truncated && !after(v.lsn, v.seq, truncLSN, truncSeq) {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	uuidCols := map[int]bool{}
+	for i, c := range schema.Columns {
+		if c.ParquetType == "UUID" {
+			uuidCols[i] = true
+		}
+	}
+	if len(mt.PrimaryKey) == 0 {
+		rows = mergeInsertOnly(tb, table, kept)
+	} else {
+		keyIdx := make([]int, len(mt.PrimaryKey))
+		for i, k := range mt.PrimaryKey {
+			keyIdx[i] = indexOf(cols, k)
+			if keyIdx[i] < 0 {
+				tb.Fatalf("table %s: key column %q is not in the current schema", table, k)
+			}
+		}
+		rows = mergeByKey(kept, keyIdx, cols)
+	}
+	for _, r := range rows {
+		for i := range uuidCols {
+			if b, ok := r[i].([]byte); ok && len(b) == 16 {
+				r[i] = duckdb.UUID(b)
+			}
+		}
+	}
+	return cols, rows
+}
+
+// tableFiles returns the absolute paths of the table's base and delta files
+// as SQL literals, refusing paths that would leave the sink root.
+func tableFiles(tb testing.TB, root string, mt *manifest.Table) []string {
+	tb.Helper()
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		tb.Fatalf("sink root %s: %v", root, err)
+	}
+	var files []manifest.File
+	if mt.Base != nil {
+		files = append(files, mt.Base.Files...)
+	}
+	for _, d := range mt.Deltas {
+		files = append(files, d.Files...)
+	}
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		p := f.Path
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." {
+			tb.Fatalf("manifest file path %q is not a clean relative key", p)
+		}
+		out = append(out, literal(filepath.Join(abs, filepath.FromSlash(p))))
+	}
+	return out
+}
+
+// fileColumns returns the names of the columns the files hold, together.
+func fileColumns(tb testing.TB, db *sql.DB, from string) map[string]bool {
+	tb.Helper()
+	rows, err := db.Query("SELECT column_name FROM (DESCRIBE SELECT * FROM " + from + ")")
+	if err != nil {
+		tb.Fatalf("describe sink files: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			tb.Fatalf("describe sink files: %v", err)
+		}
+		out[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("describe sink files: %v", err)
+	}
+	return out
+}
+
+// lastTruncate returns the order token of the newest T row, if any.
+func lastTruncate(tb testing.TB, db *sql.DB, from string) (lsn, seq int64, ok bool) {
+	tb.Helper()
+	err := db.QueryRow("SELECT __lsn, __seq FROM "+from+" WHERE __op = 'T' ORDER BY __lsn DESC, __seq DESC LIMIT 1").Scan(&lsn, &seq)
+	if err == sql.ErrNoRows {
+		return 0, 0, false
+	}
+	if err != nil {
+		tb.Fatalf("find truncate markers: %v", err)
+	}
+	return lsn, seq, true
+}
+
+// version is one change row of a table.
+type version struct {
+	op        string
+	lsn, seq  int64
+	unchanged []string
+	values    []any
+}
+
+func queryVersions(tb testing.TB, db *sql.DB, q string, ncols int) []version {
+	tb.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		tb.Fatalf("read sink rows: %v\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []version
+	for rows.Next() {
+		var v version
+		var unchanged any
+		v.values = make([]any, ncols)
+		dest := []any{&v.op, &v.lsn, &v.seq, &unchanged}
+		for i := range v.values {
+			dest = append(dest, &v.values[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			tb.Fatalf("read sink rows: %v", err)
+		}
+		list, _ := unchanged.([]any)
+		for _, u := range list {
+			if s, ok := u.(string); ok {
+				v.unchanged = append(v.unchanged, s)
+			}
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("read sink rows: %v", err)
+	}
+	return out
+}
+
+// after reports whether (lsn, seq) is newer than (lsn2, seq2).
+func after(lsn, seq, lsn2, seq2 int64) bool {
+	return lsn > lsn2 || (lsn == lsn2 && seq > seq2)
+}
+
+// mergeByKey folds versions sorted by (key, __lsn, __seq) into one row per
+// live key.
+func mergeByKey(versions []version, keyIdx []int, cols []string) [][]any {
+	var out [][]any
+	for start := 0; start < len(versions); {
+		key := keyOf(versions[start], keyIdx)
+		end := start + 1
+		for end < len(versions) && keyOf(versions[end], keyIdx) == key {
+			end++
+		}
+		if row := foldKey(versions[start:end], cols); row != nil {
+			out = append(out, row)
+		}
+		start = end
+	}
+	return out
+}
+
+// foldKey applies one key's versions, oldest first, and returns its current
+// row, or nil when the newest version is a delete.
+func foldKey(versions []version, cols []string) []any {
+	last := make([]any, len(cols)) // newest value of each column that was sent
+	var cur []any
+	var prevLSN, prevSeq int64 = -1, -1
+	for _, v := range versions {
+		if v.lsn == prevLSN && v.seq == prevSeq {
+			continue // a replayed duplicate
+		}
+		prevLSN, prevSeq = v.lsn, v.seq
+		switch v.op {
+		case "D":
+			cur = nil
+		case "I", "U":
+			row := make([]any, len(cols))
+			copy(row, v.values)
+			for _, name := range v.unchanged {
+				if i := indexOf(cols, name); i >= 0 {
+					row[i] = last[i]
+				}
+			}
+			for i := range cols {
+				if !contains(v.unchanged, cols[i]) {
+					last[i] = v.values[i]
+				}
+			}
+			cur = row
+		}
+	}
+	return cur
+}
+
+// mergeInsertOnly keeps each I row once; versions are sorted by
+// (__lsn, __seq).
+func mergeInsertOnly(tb testing.TB, table string, versions []version) [][]any {
+	tb.Helper()
+	var out [][]any
+	var prevLSN, prevSeq int64 = -1, -1
+	for _, v := range versions {
+		if v.op != "I" {
+			tb.Fatalf("table %s has no primary key but holds a %s row at (%d, %d)", table, v.op, v.lsn, v.seq)
+		}
+		if v.lsn == prevLSN && v.seq == prevSeq {
+			continue
+		}
+		prevLSN, prevSeq = v.lsn, v.seq
+		out = append(out, v.values)
+	}
+	return out
+}
+
+func keyOf(v version, keyIdx []int) string {
+	var b strings.Builder
+	for _, i := range keyIdx {
+		b.WriteString(Canonical(v.values[i]))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func contains(list []string, s string) bool { return indexOf(list, s) >= 0 }

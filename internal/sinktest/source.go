@@ -1,0 +1,141 @@
+package sinktest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+)
+
+// isTextOID reports the string types (text, varchar, bpchar, name) that pgx
+// already returns as their exact text; a cast to text would strip bpchar's
+// padding, which the sink keeps.
+func isTextOID(oid uint32) bool {
+	switch oid {
+	case 25, 1043, 1042, 19:
+		return true
+	}
+	return false
+}
+
+// SourceRows reads table ("schema.name") from PostgreSQL at url with pgx:
+// SELECT cols ORDER BY orderBy, in the shape MergedRows returns. A column
+// that the sink stores as its text form (unconstrained numeric, time,
+// interval, arrays, enums, ...) is selected as ::text, which is exactly what
+// the sink holds; the others come back as pgx's Go values. Collatable order
+// columns sort with COLLATE "C", the byte order DuckDB uses.
+func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []string) [][]any {
+	tb.Helper()
+	id, err := cdc.ParseTableID(table)
+	if err != nil {
+		tb.Fatalf("source rows: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		tb.Fatalf("source rows: parse connection string: %v", err)
+	}
+	// The settings pg-cdc's source adapter reads under, so that text forms
+	// read here are the ones the sink stored.
+	for k, v := range map[string]string{
+		"DateStyle":          "ISO, YMD",
+		"TimeZone":           "UTC",
+		"extra_float_digits": "3",
+		"bytea_output":       "hex",
+		"IntervalStyle":      "postgres",
+	} {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("source rows: connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+
+	rel := pgx.Identifier{id.Schema, id.Name}.Sanitize()
+	types := columnTypes(ctx, tb, conn, rel, table)
+
+	probe := &cdc.Table{ID: id}
+	for _, c := range cols {
+		t, ok := types[c]
+		if !ok {
+			tb.Fatalf("source rows: table %s has no column %q", table, c)
+		}
+		probe.Columns = append(probe.Columns, cdc.Column{Name: c, TypeOID: t.oid, TypeMod: t.typmod})
+	}
+	schema, err := parquetfile.NewSchema(probe)
+	if err != nil {
+		tb.Fatalf("source rows: %v", err)
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = ident(c)
+		if schema.ParquetType(i) == "STRING" && !isTextOID(types[c].oid) {
+			sel[i] += "::text"
+		}
+	}
+	order := make([]string, len(orderBy))
+	for i, c := range orderBy {
+		order[i] = ident(c)
+		if types[c].collatable {
+			order[i] += ` COLLATE "C"`
+		}
+	}
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + rel
+	if len(order) > 0 {
+		q += " ORDER BY " + strings.Join(order, ", ")
+	}
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		tb.Fatalf("source rows: %s: %v", q, err)
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			tb.Fatalf("source rows: %s: %v", q, err)
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("source rows: %s: %v", q, err)
+	}
+	return out
+}
+
+type columnType struct {
+	oid        uint32
+	typmod     int32
+	collatable bool
+}
+
+// columnTypes reads the live columns' types from the catalog.
+func columnTypes(ctx context.Context, tb testing.TB, conn *pgx.Conn, rel, table string) map[string]columnType {
+	tb.Helper()
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, attcollation <> 0
+		FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, rel)
+	if err != nil {
+		tb.Fatalf("source rows: columns of %s: %v", table, err)
+	}
+	defer rows.Close()
+	out := map[string]columnType{}
+	for rows.Next() {
+		var name string
+		var t columnType
+		if err := rows.Scan(&name, &t.oid, &t.typmod, &t.collatable); err != nil {
+			tb.Fatalf("source rows: columns of %s: %v", table, err)
+		}
+		out[name] = t
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("source rows: columns of %s: %v", table, err)
+	}
+	return out
+}
