@@ -88,7 +88,7 @@ func (d *daemon) exited() bool {
 func (d *daemon) exitStatus() string {
 	<-d.done
 	if ws, ok := d.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("was killed by signal %s", ws.Signal())
+		return fmt.Sprintf("was killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 	}
 	return fmt.Sprintf("exited with code %d (see docs/exit-codes.md)", d.cmd.ProcessState.ExitCode())
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
 // Exit codes are an interface for systemd and Kubernetes (DESIGN §9,
@@ -54,7 +55,7 @@ func exitCode(err error) int {
 			return c.code
 		}
 	}
-	if errors.As(err, new(usageError)) {
+	if errors.As(err, new(usageError)) || errors.Is(err, postgres.ErrPreflight) {
 		return ExitUsage
 	}
 	// Cobra reports unknown commands and flags as plain errors.

@@ -28,7 +28,11 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVarP(&configPath, "config", "c", "./pg-cdc.yml", "configuration file")
+	defaultConfig := "./pg-cdc.yml"
+	if p := os.Getenv("PGCDC_CONFIG"); p != "" {
+		defaultConfig = p
+	}
+	root.PersistentFlags().StringVarP(&configPath, "config", "c", defaultConfig, "configuration file (default from PGCDC_CONFIG)")
 	root.AddCommand(
 		newInitCmd(&configPath),
 		newStartCmd(&configPath),

@@ -282,7 +282,7 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 
 // waitCaughtUp waits until the manifest holds everything committed before
 // the call. It writes a non-transactional logical message and waits for the
-// manifest's end LSN to pass it: the daemon records a position past the
+// manifest's end LSN to reach it: the daemon records a position past the
 // message only once every earlier transaction is durable.
 func (e *env) waitCaughtUp(timeout time.Duration) {
 	e.t.Helper()
@@ -300,7 +300,7 @@ func (e *env) waitCaughtUp(timeout time.Duration) {
 			return false
 		}
 		m, err := manifest.Decode(data)
-		return err == nil && m.EndLSN > want
+		return err == nil && m.EndLSN >= want
 	})
 }
 

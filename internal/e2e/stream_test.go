@@ -60,6 +60,7 @@ func TestSnapshotAndStreamWorkload(t *testing.T) {
 	d := e.start()
 	w := runWorkloadFor(e.url, 1, 8*time.Second)
 	n := w.wait(t)
+	touchAll(e)
 	e.waitCaughtUp(90 * time.Second)
 	d.stop()
 	s.check()
@@ -112,6 +113,7 @@ func TestSigtermThenRestartWritesNoRowTwice(t *testing.T) {
 	endAtStop := e.manifest().EndLSN
 	d = e.start()
 	w.wait(t)
+	touchAll(e)
 	e.waitCaughtUp(90 * time.Second)
 	d.stop()
 	s.check()

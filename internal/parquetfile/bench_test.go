@@ -57,22 +57,32 @@ type countingWriter struct{ n int64 }
 
 func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// BenchmarkWriter measures the write path (conversion, encoding, zstd) of
-// a typical row, reporting rows/s and bytes per row of the file.
+// BenchmarkWriter measures Write (conversion, encoding, zstd) on a typical
+// row, reporting rows/s and file bytes per row. The rows are generated
+// beforehand (64k distinct ones, cycled) so only the writer is measured.
 func BenchmarkWriter(b *testing.B) {
 	s, err := NewSchema(benchTable())
 	if err != nil {
 		b.Fatal(err)
 	}
+	const distinct = 1 << 16
+	inputs := make([][]cdc.Datum, distinct)
+	var gen benchRows
+	for i := range inputs {
+		row := gen.fill(int64(i))
+		inputs[i] = make([]cdc.Datum, len(row))
+		for j, d := range row {
+			inputs[i][j] = cdc.Datum{Kind: d.Kind, Text: append([]byte(nil), d.Text...)}
+		}
+	}
 	out := &countingWriter{}
 	w := NewWriter(out, s)
-	var rows benchRows
 	ts := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		meta := cdc.RowMeta{Op: cdc.OpInsert, LSN: cdc.LSN(i), Seq: int64(i), XID: 750, CommitTime: ts}
-		if err := w.Write(meta, rows.fill(int64(i))); err != nil {
+		if err := w.Write(meta, inputs[i%distinct]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -154,5 +164,51 @@ func TestWriteAllocations(t *testing.T) {
 	t.Logf("%.2f allocations per row", allocs)
 	if allocs > 0.5 {
 		t.Errorf("Write allocates %.2f times per row", allocs)
+	}
+}
+
+// Large values trigger the size check before the row count does.
+func TestWriterMemoryBoundedLargeValues(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 150 MB")
+	}
+	table := &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "blobs"}, Columns: []cdc.Column{
+		{Name: "id", TypeOID: oidInt8, TypeMod: -1},
+		{Name: "body", TypeOID: oidText, TypeMod: -1},
+	}}
+	s, err := NewSchema(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &countingWriter{}
+	w := NewWriter(out, s)
+	// 1 MiB of poorly compressible text per row, regenerated in place.
+	body := make([]byte, 1<<20)
+	x := uint64(88172645463325252)
+	var ms runtime.MemStats
+	var peak uint64
+	for i := int64(0); i < 150; i++ {
+		for j := range body {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			body[j] = 'a' + byte(x%26)
+		}
+		values := []cdc.Datum{{Kind: cdc.DatumText, Text: strconv.AppendInt(nil, i, 10)}, {Kind: cdc.DatumText, Text: body}}
+		if err := w.Write(cdc.RowMeta{Op: cdc.OpInsert, Seq: i}, values); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 9 {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("150 MiB of values, file %.1f MB, peak live heap %.1f MB", float64(out.n)/1e6, float64(peak)/1e6)
+	if peak > 64<<20 {
+		t.Errorf("live heap reached %d bytes", peak)
 	}
 }

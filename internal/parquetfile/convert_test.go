@@ -2,6 +2,7 @@ package parquetfile
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -174,5 +175,49 @@ func TestParseDateBC(t *testing.T) {
 	// PostgreSQL's earliest date.
 	if d, _, err := parseDate([]byte("4714-11-24 BC")); err != nil || d != -2440588 {
 		t.Errorf("4714-11-24 BC = %d, %v; want -2440588 (Julian day 0)", d, err)
+	}
+}
+
+func TestDecimalConverters(t *testing.T) {
+	cases := []struct {
+		p, s int
+		in   string
+		want string // the unscaled integer
+	}{
+		{5, 2, "7", "700"},
+		{5, 2, "-0.5", "-50"},
+		{5, 2, "1.5000", "150"}, // zeros beyond the scale change nothing
+		{5, 2, "-0.00", "0"},
+		{5, 2, "000999.99", "99999"},
+		{12, 3, "-123.450", "-123450"},
+		{18, 0, "999999999999999999", "999999999999999999"},
+		{18, 18, "-0.999999999999999999", "-999999999999999999"},
+		{19, 0, "-9999999999999999999", "-9999999999999999999"},
+		{38, 0, "-99999999999999999999999999999999999999", "-99999999999999999999999999999999999999"},
+		{38, 38, "0.00000000000000000000000000000000000001", "1"},
+		{38, 2, "-1", "-100"},
+	}
+	for _, tc := range cases {
+		_, conv := decimalNode(tc.p, tc.s)
+		v, buf, err := conv(nil, []byte(tc.in))
+		if err != nil {
+			t.Errorf("numeric(%d,%d) %q: %v", tc.p, tc.s, tc.in, err)
+			continue
+		}
+		var got string
+		switch {
+		case tc.p <= 9:
+			got = strconv.FormatInt(int64(v.Int32()), 10)
+		case tc.p <= 18:
+			got = strconv.FormatInt(v.Int64(), 10)
+		default:
+			if len(buf) != decimalBytes(tc.p) {
+				t.Errorf("numeric(%d,%d) %q: %d bytes, want %d", tc.p, tc.s, tc.in, len(buf), decimalBytes(tc.p))
+			}
+			got = twosComplementBytes(v.ByteArray()).String()
+		}
+		if got != tc.want {
+			t.Errorf("numeric(%d,%d) %q = %s, want %s", tc.p, tc.s, tc.in, got, tc.want)
+		}
 	}
 }

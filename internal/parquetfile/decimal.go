@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	errDecimalSpecial  = errors.New("NaN and Infinity cannot be stored in a DECIMAL column")
-	errDecimalScale    = errors.New("more fractional digits than the column's scale")
+	errDecimalSpecial   = errors.New("NaN and Infinity cannot be stored in a DECIMAL column")
+	errDecimalScale     = errors.New("more fractional digits than the column's scale")
 	errDecimalPrecision = errors.New("more integer digits than the column's precision allows")
 )
 

@@ -20,7 +20,22 @@
 //     is positive; metadata columns carry none.
 //   - Write copies what it needs before returning: callers may reuse the
 //     Datum buffers. Memory is bounded by flushing a row group whenever the
-//     buffered data passes a byte budget, whatever the number of rows.
+//     buffered data passes a byte budget (DefaultRowGroupBytes), whatever the
+//     number of rows; min/max bounds of byte-array columns outside the
+//     primary key are not kept, because parquet-go holds them whole until
+//     Close.
+//
+// Mapping (by type OID and typmod; the manifest's parquet_type in brackets):
+// bool [BOOLEAN]; int2 [INT16]; int4 [INT32]; int8 and oid [INT64];
+// float4 [FLOAT] and float8 [DOUBLE], NaN and ±Infinity kept;
+// numeric(p,s) with 1 ≤ p ≤ 38 and 0 ≤ s ≤ p [DECIMAL(p,s)] on INT32
+// (p ≤ 9), INT64 (p ≤ 18) or the smallest FIXED_LEN_BYTE_ARRAY; other
+// numerics, unconstrained included [STRING] with PostgreSQL's exact text;
+// bytea [BINARY]; date [DATE]; timestamp [TIMESTAMP(us)]; timestamptz
+// [TIMESTAMP(us,UTC)]; uuid [UUID]; json and jsonb [JSON], the text exactly
+// as sent; everything else, text types included [STRING], the text form.
+// A decimal's text is parsed exactly; fractional digits beyond the scale
+// are accepted only when they are zeros (the value is unchanged).
 //
 // Input is PostgreSQL's text output under the session settings the source
 // adapter sets (DateStyle 'ISO, YMD', TimeZone 'UTC', extra_float_digits 3,

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"database/sql"
 	"math"
-	"strconv"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -201,7 +201,7 @@ func TestDuckDBReadsValues(t *testing.T) {
 	// Floats keep their exact bits, NaN and infinities included.
 	var f4 float32
 	var f8 float64
-	if err := db.QueryRow("SELECT f4, f8 FROM read_parquet(" + quoteLiteral(path) + ") WHERE __seq = 1").Scan(&f4, &f8); err != nil {
+	if err := db.QueryRow("SELECT f4, f8 FROM read_parquet("+quoteLiteral(path)+") WHERE __seq = 1").Scan(&f4, &f8); err != nil {
 		t.Fatal(err)
 	}
 	if !math.IsNaN(float64(f4)) || !math.IsInf(f8, -1) {
@@ -251,4 +251,31 @@ func TestMultipleRowGroups(t *testing.T) {
 		t.Errorf("one row group; the size budget did not flush")
 	}
 	t.Logf("%s row groups", groups[0][0])
+}
+
+// Column chunk statistics: kept for fixed-size types and for key columns,
+// left out for other byte-array columns (whose bounds parquet-go would hold
+// in memory whole).
+func TestStatistics(t *testing.T) {
+	table := allTypes()
+	table.PrimaryKey = []string{"id", "vc"}
+	path := writeFile(t, table, allTypesRows())
+	got := queryStrings(t, openDuckDB(t), "SELECT path_in_schema, coalesce(stats_min_value, 'NULL'), coalesce(stats_max_value, 'NULL') FROM parquet_metadata("+quoteLiteral(path)+")")
+	stats := map[string][2]string{}
+	for _, r := range got {
+		stats[r[0]] = [2]string{r[1], r[2]}
+	}
+	for name, want := range map[string][2]string{
+		"id":     {"1", "3"},
+		"vc":     {"", ""},
+		"amount": {"-123.450", "999999999.999"},
+		"__lsn":  {"23803720", "23803720"},
+		"name":   {"NULL", "NULL"},
+		"blob":   {"NULL", "NULL"},
+		"j":      {"NULL", "NULL"},
+	} {
+		if stats[name] != want {
+			t.Errorf("statistics of %s = %q, want %q", name, stats[name], want)
+		}
+	}
 }

@@ -37,7 +37,7 @@ func newValueError(table cdc.TableID, c *column, text []byte, reason error) *Val
 		Class: cdc.ErrData,
 		Msg: fmt.Sprintf("table %s column %q (%s as %s): value %q: %v",
 			table, c.name, c.pgType, c.parquetType, e.Value, reason),
-		Hint: fmt.Sprintf("fix the value in the source, or map column %q of %s to text with a types: override in the configuration", c.name, table),
+		Hint: fmt.Sprintf("nothing from this transaction on was confirmed, so nothing is lost, but a restart replays the same value; see docs/exit-codes.md (code 17) for the ways out for %s", table),
 	}
 	return e
 }

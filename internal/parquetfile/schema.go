@@ -3,6 +3,7 @@ package parquetfile
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -87,7 +88,7 @@ type column struct {
 	name        string
 	pgType      string
 	parquetType string
-	fieldID     int
+	key         bool         // part of the primary key
 	node        parquet.Node // optional, with its field id
 	conv        converter
 }
@@ -130,6 +131,7 @@ func NewSchema(t *cdc.Table) (*Schema, error) {
 		}
 		seen[c.Name] = true
 		col := mapColumn(c)
+		col.key = slices.Contains(t.PrimaryKey, c.Name)
 		s.cols[i] = col
 		fields = append(fields, field{c.Name, col.node})
 	}
@@ -145,7 +147,7 @@ func schemaName(id cdc.TableID) string {
 
 // mapColumn chooses the Parquet type and converter for one column.
 func mapColumn(c cdc.Column) column {
-	col := column{name: c.Name, pgType: c.PGType, fieldID: c.FieldID}
+	col := column{name: c.Name, pgType: c.PGType}
 	if col.pgType == "" {
 		col.pgType = fmt.Sprintf("oid %d", c.TypeOID)
 	}
@@ -275,14 +277,14 @@ func (g orderedGroup) group() parquet.Group {
 	return m
 }
 
-func (g orderedGroup) ID() int                   { return 0 }
-func (g orderedGroup) String() string            { return g.group().String() }
-func (g orderedGroup) Type() parquet.Type        { return g.group().Type() }
-func (g orderedGroup) Optional() bool            { return false }
-func (g orderedGroup) Repeated() bool            { return false }
-func (g orderedGroup) Required() bool            { return true }
-func (g orderedGroup) Leaf() bool                { return false }
-func (g orderedGroup) Fields() []parquet.Field   { return g }
+func (g orderedGroup) ID() int                     { return 0 }
+func (g orderedGroup) String() string              { return g.group().String() }
+func (g orderedGroup) Type() parquet.Type          { return g.group().Type() }
+func (g orderedGroup) Optional() bool              { return false }
+func (g orderedGroup) Repeated() bool              { return false }
+func (g orderedGroup) Required() bool              { return true }
+func (g orderedGroup) Leaf() bool                  { return false }
+func (g orderedGroup) Fields() []parquet.Field     { return g }
 func (g orderedGroup) Encoding() encoding.Encoding { return nil }
-func (g orderedGroup) Compression() compress.Codec  { return nil }
-func (g orderedGroup) GoType() reflect.Type      { return g.group().GoType() }
+func (g orderedGroup) Compression() compress.Codec { return nil }
+func (g orderedGroup) GoType() reflect.Type        { return g.group().GoType() }

@@ -18,9 +18,14 @@ import (
 // efficiently (DuckDB itself writes ~120k-row groups).
 const DefaultRowGroupBytes = 16 << 20
 
-// sizeCheckRows is how often (in rows) the buffered size is measured; asking
-// parquet-go walks every column, so it is not done per row.
-const sizeCheckRows = 256
+// The buffered size is measured every sizeCheckRows rows, or sooner once
+// sizeCheckBytes of values arrived: asking parquet-go walks every column, so
+// it is not done per row, but a run of large values must not overshoot the
+// budget by much.
+const (
+	sizeCheckRows  = 256
+	sizeCheckBytes = 1 << 20
+)
 
 var errClosed = errors.New("parquet writer is closed")
 
@@ -37,7 +42,8 @@ type Writer struct {
 	opByte   [1]byte
 	names    [][]byte // column names, for __unchanged
 	rows     int64
-	sinceChk int
+	sinceChk int   // rows since the size was last measured
+	pending  int   // value bytes since the size was last measured
 	flushed  int64 // pw.Size() right after the last flush
 	err      error // sticky: the file is unusable after a write failure
 	closed   bool
@@ -54,11 +60,37 @@ func NewWriter(w io.Writer, s *Schema) *Writer {
 	if z, err := newZstdCodec(); err == nil {
 		codec = z
 	} // else: only invalid options fail, and they are constants; parquet.Zstd works too.
+	options := []parquet.WriterOption{
+		s.schema,
+		parquet.Compression(codec),
+		parquet.CreatedBy("pg-cdc", "", ""),
+		// Page header statistics repeat each page's min and max value in
+		// full, twice (deprecated and current fields): a page holding one
+		// 1 MB text carried 4 MB of statistics. Readers prune with the
+		// column chunk statistics and the page index (whose values
+		// parquet-go truncates), so the page headers go without.
+		parquet.DataPageStatistics(false),
+	}
+	for _, c := range s.cols {
+		if c.key {
+			continue
+		}
+		switch c.parquetType {
+		case "STRING", "BINARY", "JSON":
+			// parquet-go keeps every page's min and max of a byte-array
+			// column whole until Close (for the page index, which it only
+			// truncates when writing it), and the chunk's in the footer: a
+			// column of 1 MB values kept about twice its data in memory, so
+			// the row-group budget bounded nothing. Key columns keep their
+			// bounds for pruning by key, and their values are small (a btree
+			// entry is under ~2.7 kB); other text, bytea and json columns go
+			// without, chunk statistics included.
+			options = append(options, parquet.SkipPageBounds(c.name))
+		}
+	}
 	return &Writer{
 		schema: s,
-		pw: parquet.NewWriter(w, s.schema,
-			parquet.Compression(codec),
-			parquet.CreatedBy("pg-cdc", "", "")),
+		pw:     parquet.NewWriter(w, options...),
 		budget: DefaultRowGroupBytes,
 		row:    make(parquet.Row, 0, firstDataLeaf+2*len(s.cols)),
 		names:  names,
@@ -123,6 +155,7 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 			return newValueError(w.schema.table, c, values[i].Text, err)
 		}
 		buf = grown
+		w.pending += len(values[i].Text)
 		row = append(row, v.Level(0, 1, leaf))
 	}
 
@@ -137,8 +170,8 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 		return w.err
 	}
 	w.rows++
-	if w.sinceChk++; w.sinceChk >= sizeCheckRows {
-		w.sinceChk = 0
+	if w.sinceChk++; w.sinceChk >= sizeCheckRows || w.pending >= sizeCheckBytes {
+		w.sinceChk, w.pending = 0, 0
 		if w.pw.Size()-w.flushed >= w.budget {
 			return w.flush()
 		}

@@ -72,7 +72,7 @@ func lookupRunAs() (*osUser, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("running as root, PostgreSQL must run as the postgres OS user: %w (%w)", ErrNoPostgres, err)
+		return nil, fmt.Errorf("running as root, but no postgres OS user to run PostgreSQL as (%w): %w", err, ErrNoPostgres)
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {

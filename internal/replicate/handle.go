@@ -52,8 +52,17 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		if err := s.asm.Abort(m.XID, m.SubXID); err != nil {
 			return fmt.Errorf("abort streamed transaction %d: %w", m.XID, err)
 		}
+	case *pgoutput.LogicalMessage:
+		// A non-transactional message is sent when it is decoded, after
+		// every transaction that committed before it: its LSN is a safe idle
+		// position, like a keepalive's WAL end. Heartbeats and test
+		// markers use this to advance an idle slot without waiting for a
+		// keepalive.
+		if !m.Transactional && s.cur == nil {
+			s.serverEnd = max(s.serverEnd, m.LSN)
+		}
 	default:
-		// Type, Origin and logical messages carry nothing to capture.
+		// Type and Origin messages carry nothing to capture.
 	}
 	return nil
 }

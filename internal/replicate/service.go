@@ -31,7 +31,7 @@ type Config struct {
 }
 
 // maxWait bounds one receive so that stop requests and timers are noticed.
-const maxWait = time.Second
+const maxWait = 200 * time.Millisecond
 
 // Service runs one replication session.
 type Service struct {

@@ -15,8 +15,12 @@ import (
 func TestCanonicalAgreesAcrossDrivers(t *testing.T) {
 	u := [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11}
 	ist := time.FixedZone("IST", 5*3600+1800)
-	num := func(i int64, exp int32) pgtype.Numeric { return pgtype.Numeric{Int: big.NewInt(i), Exp: exp, Valid: true} }
-	dec := func(i int64, scale uint8) duckdb.Decimal { return duckdb.Decimal{Width: 18, Scale: scale, Value: big.NewInt(i)} }
+	num := func(i int64, exp int32) pgtype.Numeric {
+		return pgtype.Numeric{Int: big.NewInt(i), Exp: exp, Valid: true}
+	}
+	dec := func(i int64, scale uint8) duckdb.Decimal {
+		return duckdb.Decimal{Width: 18, Scale: scale, Value: big.NewInt(i)}
+	}
 	cases := []struct {
 		want   string
 		values []any // pgx's value first, then DuckDB's

@@ -24,10 +24,16 @@ type change struct {
 
 const unchanged = "\x00unchanged"
 
-func ins(lsn cdc.LSN, seq int64, kv ...string) change { return change{cdc.OpInsert, lsn, seq, pairs(kv)} }
-func upd(lsn cdc.LSN, seq int64, kv ...string) change { return change{cdc.OpUpdate, lsn, seq, pairs(kv)} }
-func del(lsn cdc.LSN, seq int64, kv ...string) change { return change{cdc.OpDelete, lsn, seq, pairs(kv)} }
-func trunc(lsn cdc.LSN, seq int64) change           { return change{cdc.OpTruncate, lsn, seq, nil} }
+func ins(lsn cdc.LSN, seq int64, kv ...string) change {
+	return change{cdc.OpInsert, lsn, seq, pairs(kv)}
+}
+func upd(lsn cdc.LSN, seq int64, kv ...string) change {
+	return change{cdc.OpUpdate, lsn, seq, pairs(kv)}
+}
+func del(lsn cdc.LSN, seq int64, kv ...string) change {
+	return change{cdc.OpDelete, lsn, seq, pairs(kv)}
+}
+func trunc(lsn cdc.LSN, seq int64) change { return change{cdc.OpTruncate, lsn, seq, nil} }
 
 func pairs(kv []string) map[string]string {
 	m := map[string]string{}

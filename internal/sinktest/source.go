@@ -120,7 +120,7 @@ type columnType struct {
 func columnTypes(ctx context.Context, tb testing.TB, conn *pgx.Conn, rel, table string) map[string]columnType {
 	tb.Helper()
 	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, attcollation <> 0
-		FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, rel)
+		FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped`, rel)
 	if err != nil {
 		tb.Fatalf("source rows: columns of %s: %v", table, err)
 	}
