@@ -64,11 +64,17 @@ type envOptions struct {
 	maxRows       int
 	memoryBudget  int64
 	extraYAML     string
+	// cluster is a dedicated PostgreSQL (pgtest.New) for tests that stop or
+	// crash it; nil means the package's shared one.
+	cluster *pgtest.Cluster
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
-	cluster := pgtest.Shared(t)
+	cluster := opts.cluster
+	if cluster == nil {
+		cluster = pgtest.Shared(t)
+	}
 	url := cluster.CreateDatabase(t)
 	dir := t.TempDir()
 	e := &env{t: t, url: url, dir: dir, sink: filepath.Join(dir, "sink"), config: filepath.Join(dir, "pg-cdc.yml")}
@@ -110,7 +116,7 @@ log:
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() { e.conn.Close(context.Background()) })
 	e.conn = conn
 	return e
 }
@@ -196,6 +202,9 @@ func (e *env) start(extraEnv ...string) *daemon {
 		default:
 			_ = cmd.Process.Kill()
 			<-d.done
+		}
+		if e.t.Failed() {
+			e.t.Logf("pg-cdc start output (info and above, last lines):\n%s", lines(withoutDebug(out.String()), 40))
 		}
 	})
 	return d
@@ -310,4 +319,14 @@ func lines(s string, n int) string {
 		all = all[len(all)-n:]
 	}
 	return strings.Join(all, "\n")
+}
+
+func withoutDebug(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.Contains(l, "level=DEBUG") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }

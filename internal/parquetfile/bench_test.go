@@ -97,8 +97,8 @@ func BenchmarkWriter(b *testing.B) {
 // TestWriterMemoryBounded writes many rows and checks that the live heap
 // stays bounded: row groups are flushed by size, whatever the row count.
 func TestWriterMemoryBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes a million rows")
+	if testing.Short() || raceEnabled {
+		t.Skip("writes a million rows; skipped with -short and -race")
 	}
 	// 1M rows is about 12 MB of file; PARQUETFILE_MEMTEST_ROWS=10000000
 	// checks the bound across several row groups.
@@ -169,8 +169,8 @@ func TestWriteAllocations(t *testing.T) {
 
 // Large values trigger the size check before the row count does.
 func TestWriterMemoryBoundedLargeValues(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 150 MB")
+	if testing.Short() || raceEnabled {
+		t.Skip("writes 150 MB; skipped with -short and -race")
 	}
 	table := &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "blobs"}, Columns: []cdc.Column{
 		{Name: "id", TypeOID: oidInt8, TypeMod: -1},

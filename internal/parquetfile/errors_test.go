@@ -189,6 +189,11 @@ func TestWriterCallerErrors(t *testing.T) {
 	if err := w.Write(cdc.RowMeta{Op: cdc.OpTruncate}, nil); err != nil {
 		t.Errorf("Write of a truncate marker without values: %v", err)
 	}
+	odd := make([]cdc.Datum, len(table.Columns))
+	odd[3].Kind = 9
+	if err := w.Write(cdc.RowMeta{Op: cdc.OpInsert}, odd); err == nil || errors.Is(err, cdc.ErrData) {
+		t.Errorf("Write with an unknown datum kind = %v, want a non-data error", err)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ const (
 	sizeCheckBytes = 1 << 20
 )
 
+// maxKeptBuf is the largest conversion buffer kept between rows.
+const maxKeptBuf = 1 << 20
+
 var errClosed = errors.New("parquet writer is closed")
 
 // Writer streams change rows of one table into one Parquet file (zstd).
@@ -144,11 +147,15 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	buf := w.buf[:0]
 	for i := range w.schema.cols {
 		leaf := firstDataLeaf + i
-		if i >= len(values) || values[i].Kind != cdc.DatumText {
+		if i >= len(values) || values[i].Kind == cdc.DatumNull || values[i].Kind == cdc.DatumUnchanged {
 			row = append(row, parquet.NullValue().Level(0, 0, leaf))
 			continue
 		}
 		c := &w.schema.cols[i]
+		if values[i].Kind != cdc.DatumText {
+			w.row, w.buf = row[:0], buf[:0]
+			return fmt.Errorf("write row of %s: column %q: unknown datum kind %d", w.schema.table, c.name, values[i].Kind)
+		}
 		v, grown, err := c.conv(buf, values[i].Text)
 		if err != nil {
 			w.row, w.buf = row[:0], buf[:0]
@@ -165,6 +172,9 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	_, err := w.pw.WriteRows(w.batch[:])
 	w.batch[0] = nil
 	w.row, w.buf = row[:0], buf[:0]
+	if cap(buf) > maxKeptBuf {
+		w.buf = nil // one huge bytea must not stay allocated for the file's life
+	}
 	if err != nil {
 		w.err = fmt.Errorf("write row of %s: %w", w.schema.table, err)
 		return w.err

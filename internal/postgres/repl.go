@@ -186,8 +186,11 @@ func (r *ReplConn) Receive(ctx context.Context) (Message, error) {
 				return Message{}, lost
 			}
 			return Message{}, fmt.Errorf("replication slot %q on %s: %w", r.slot, r.server, pgErr)
-		case *pgproto3.CopyDone:
-			return Message{}, fmt.Errorf("replication slot %q on %s: %w", r.slot, r.server, ErrReplicationEnded)
+		case *pgproto3.CopyDone, *pgproto3.CommandComplete, *pgproto3.ReadyForQuery:
+			// The walsender ends the stream this way when the server shuts
+			// down; pgconn may hand over the CommandComplete that follows
+			// CopyDone first.
+			return Message{}, fmt.Errorf("replication slot %q on %s: %w (%T)", r.slot, r.server, ErrReplicationEnded, msg)
 		case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus:
 			continue
 		default:

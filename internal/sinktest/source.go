@@ -2,6 +2,7 @@ package sinktest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
+
+// oidJSON is json's type OID.
+const oidJSON = 114
 
 // isTextOID reports the string types (text, varchar, bpchar, name) that pgx
 // already returns as their exact text; a cast to text would strip bpchar's
@@ -27,8 +31,9 @@ func isTextOID(oid uint32) bool {
 // SELECT cols ORDER BY orderBy, in the shape MergedRows returns. A column
 // that the sink stores as its text form (unconstrained numeric, time,
 // interval, arrays, enums, ...) is selected as ::text, which is exactly what
-// the sink holds; the others come back as pgx's Go values. Collatable order
-// columns sort with COLLATE "C", the byte order DuckDB uses.
+// the sink holds; the others come back as pgx's Go values. Order columns
+// sort by byte order (COLLATE "C", as DuckDB does), text-stored ones by
+// their text; json, which has no order, by its text too.
 func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []string) [][]any {
 	tb.Helper()
 	id, err := cdc.ParseTableID(table)
@@ -61,35 +66,9 @@ func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []strin
 	rel := pgx.Identifier{id.Schema, id.Name}.Sanitize()
 	types := columnTypes(ctx, tb, conn, rel, table)
 
-	probe := &cdc.Table{ID: id}
-	for _, c := range cols {
-		t, ok := types[c]
-		if !ok {
-			tb.Fatalf("source rows: table %s has no column %q", table, c)
-		}
-		probe.Columns = append(probe.Columns, cdc.Column{Name: c, TypeOID: t.oid, TypeMod: t.typmod})
-	}
-	schema, err := parquetfile.NewSchema(probe)
+	q, err := sourceQuery(id, cols, orderBy, types)
 	if err != nil {
 		tb.Fatalf("source rows: %v", err)
-	}
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = ident(c)
-		if schema.ParquetType(i) == "STRING" && !isTextOID(types[c].oid) {
-			sel[i] += "::text"
-		}
-	}
-	order := make([]string, len(orderBy))
-	for i, c := range orderBy {
-		order[i] = ident(c)
-		if types[c].collatable {
-			order[i] += ` COLLATE "C"`
-		}
-	}
-	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + rel
-	if len(order) > 0 {
-		q += " ORDER BY " + strings.Join(order, ", ")
 	}
 	rows, err := conn.Query(ctx, q)
 	if err != nil {
@@ -108,6 +87,54 @@ func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []strin
 		tb.Fatalf("source rows: %s: %v", q, err)
 	}
 	return out
+}
+
+// sourceQuery builds SourceRows' SELECT from the table's column types.
+func sourceQuery(id cdc.TableID, cols, orderBy []string, types map[string]columnType) (string, error) {
+	probe := &cdc.Table{ID: id}
+	for _, c := range cols {
+		t, ok := types[c]
+		if !ok {
+			return "", fmt.Errorf("table %s has no column %q", id, c)
+		}
+		probe.Columns = append(probe.Columns, cdc.Column{Name: c, TypeOID: t.oid, TypeMod: t.typmod})
+	}
+	schema, err := parquetfile.NewSchema(probe)
+	if err != nil {
+		return "", err
+	}
+	// A column the sink stores as text is read as text; the order by it is
+	// then by its text, as DuckDB orders the sink's VARCHAR.
+	asText := map[string]bool{}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = ident(c)
+		if schema.ParquetType(i) == "STRING" && !isTextOID(types[c].oid) {
+			asText[c] = true
+			sel[i] += "::text"
+		}
+	}
+	order := make([]string, len(orderBy))
+	for i, c := range orderBy {
+		t, ok := types[c]
+		if !ok {
+			return "", fmt.Errorf("table %s has no column %q to order by", id, c)
+		}
+		switch {
+		case asText[c] || t.oid == oidJSON:
+			// json has no ordering operator at all.
+			order[i] = ident(c) + `::text COLLATE "C"`
+		case t.collatable:
+			order[i] = ident(c) + ` COLLATE "C"`
+		default:
+			order[i] = ident(c)
+		}
+	}
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + pgx.Identifier{id.Schema, id.Name}.Sanitize()
+	if len(order) > 0 {
+		q += " ORDER BY " + strings.Join(order, ", ")
+	}
+	return q, nil
 }
 
 type columnType struct {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package parquetfile
+
+const raceEnabled = false
