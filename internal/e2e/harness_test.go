@@ -133,7 +133,13 @@ func (e *env) exec(sql string, args ...any) {
 // combined output.
 func (e *env) run(args ...string) (int, string) {
 	e.t.Helper()
-	cmd := exec.Command(binary, append([]string{"-c", e.config}, args...)...)
+	return e.runWith(e.config, args...)
+}
+
+// runWith runs a pg-cdc command with another configuration file.
+func (e *env) runWith(config string, args ...string) (int, string) {
+	e.t.Helper()
+	cmd := exec.Command(binary, append([]string{"-c", config}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
