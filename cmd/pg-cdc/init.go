@@ -183,13 +183,7 @@ func manifestTable(t *cdc.Table, base *manifest.Base, lsn cdc.LSN) (*manifest.Ta
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.ID, err)
 	}
-	cols := make([]manifest.Column, len(t.Columns))
-	for i, c := range t.Columns {
-		cols[i] = manifest.Column{
-			Name: c.Name, PGType: c.PGType, ParquetType: schema.ParquetType(i), Nullable: !c.NotNull,
-			FieldID: c.FieldID, TypeOID: c.TypeOID, TypeMod: c.TypeMod,
-		}
-	}
+	cols := schema.ManifestColumns(t)
 	pk := t.PrimaryKey
 	if pk == nil {
 		pk = []string{}

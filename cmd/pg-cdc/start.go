@@ -64,7 +64,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		return err
 	}
-	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Logger: log, Now: time.Now}
+	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Now: time.Now}
 
 	attempt := 0
 	for {

@@ -81,3 +81,15 @@ func ValidKey(key string) error {
 	}
 	return nil
 }
+
+// ValidPrefix accepts "" and any prefix of a valid key: the part before a
+// trailing "/" must itself be a valid key, so "../" and "/x" are refused.
+func ValidPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if err := ValidKey(strings.TrimSuffix(prefix, "/")); err != nil {
+		return fmt.Errorf("invalid prefix %q: %w", prefix, err)
+	}
+	return nil
+}

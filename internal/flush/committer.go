@@ -3,7 +3,6 @@ package flush
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -20,7 +19,6 @@ type Committer struct {
 	Store    blob.Store
 	Manifest *manifest.Committer
 	Workers  int
-	Logger   *slog.Logger
 	Now      func() time.Time
 }
 

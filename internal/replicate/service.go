@@ -121,7 +121,7 @@ func (s *Service) Run(ctx context.Context) error {
 				s.log.Info("stop requested; draining", "lsn", s.durable)
 			}
 			if s.cur == nil {
-				return s.drain(ioCtx, stopBy)
+				return s.drain(ioCtx)
 			}
 			if s.now().After(stopBy) {
 				return fmt.Errorf("drain: transaction %d still open after %s; nothing from it was confirmed and it will be replayed", s.cur.meta.XID, s.cfg.DrainTimeout)
@@ -178,7 +178,7 @@ func (s *Service) nextWake() time.Time {
 	return wake
 }
 
-func (s *Service) drain(ctx context.Context, stopBy time.Time) error {
+func (s *Service) drain(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout)
 	defer cancel()
 	if s.epoch != nil && !s.epoch.Empty() {

@@ -321,23 +321,12 @@ func (s *Store) open(ctx context.Context, key string) (*os.File, error) {
 	return f, nil
 }
 
-// validPrefix accepts "" and any prefix of a valid key: the part before the
-// last "/" must itself be a valid key, so "../" and "/x" are refused.
-func validPrefix(prefix string) error {
-	if prefix == "" {
-		return nil
-	}
-	if err := blob.ValidKey(strings.TrimSuffix(prefix, "/")); err != nil {
-		return fmt.Errorf("invalid prefix %q: %w", prefix, err)
-	}
-	return nil
-}
 
 // List walks only the directories that can hold matching keys and returns
 // the regular files whose key starts with prefix, sorted by key. Symbolic
 // links are not followed, and the sink's own files are skipped.
 func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, error) {
-	if err := validPrefix(prefix); err != nil {
+	if err := blob.ValidPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("list objects: %w", err)
 	}
 	start := s.root

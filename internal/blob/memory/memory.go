@@ -76,7 +76,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // List returns the objects whose key starts with prefix, sorted by key.
 func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, error) {
-	if err := validPrefix(prefix); err != nil {
+	if err := blob.ValidPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("list objects: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -94,17 +94,6 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, err
 	return out, nil
 }
 
-// validPrefix accepts "" and any prefix of a valid key: the part before the
-// last "/" must itself be a valid key, so "../" and "/x" are refused.
-func validPrefix(prefix string) error {
-	if prefix == "" {
-		return nil
-	}
-	if err := blob.ValidKey(strings.TrimSuffix(prefix, "/")); err != nil {
-		return fmt.Errorf("invalid prefix %q: %w", prefix, err)
-	}
-	return nil
-}
 
 // Delete removes the object; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
