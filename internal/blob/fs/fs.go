@@ -321,7 +321,6 @@ func (s *Store) open(ctx context.Context, key string) (*os.File, error) {
 	return f, nil
 }
 
-
 // List walks only the directories that can hold matching keys and returns
 // the regular files whose key starts with prefix, sorted by key. Symbolic
 // links are not followed, and the sink's own files are skipped.

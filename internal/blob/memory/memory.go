@@ -94,7 +94,6 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, err
 	return out, nil
 }
 
-
 // Delete removes the object; a missing key is not an error.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := blob.ValidKey(key); err != nil {
