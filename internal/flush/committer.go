@@ -57,15 +57,20 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		mu    sync.Mutex
 		files []uploaded
 	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, c.Workers))
+	// Every table must be known before any upload starts, so an error never
+	// returns while uploads are still running.
+	keys := make(map[cdc.TableID]string, len(e.order))
 	for _, id := range e.order {
-		td := e.tables[id]
 		mt := m.Tables[id.String()]
 		if mt == nil {
 			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, id)
 		}
-		key := manifest.FileKey(id, mt.Generation, manifest.KindDelta, e.Number, 0)
+		keys[id] = manifest.FileKey(id, mt.Generation, manifest.KindDelta, e.Number, 0)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, c.Workers))
+	for _, id := range e.order {
+		td, key := e.tables[id], keys[id]
 		g.Go(func() error {
 			size, err := td.file.Finish()
 			if err != nil {

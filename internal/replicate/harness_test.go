@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"go.uber.org/goleak"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
@@ -104,8 +106,9 @@ type fakeSource struct {
 
 	mu       sync.Mutex
 	queue    []Message
-	waiting  bool // blocked in Receive with nothing left to hand out
-	timeouts int  // Receive calls that ended at their deadline
+	failWith error // returned by Receive once the queue is empty
+	waiting  bool  // blocked in Receive with nothing left to hand out
+	timeouts int   // Receive calls that ended at their deadline
 	statuses []status
 	wake     chan struct{}
 }
@@ -125,6 +128,18 @@ func (s *fakeSource) push(msgs ...Message) {
 	}
 }
 
+// fail makes Receive return err once the pushed messages are handed out,
+// as a broken connection does.
+func (s *fakeSource) fail(err error) {
+	s.mu.Lock()
+	s.failWith = err
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (s *fakeSource) Receive(ctx context.Context) (Message, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		return Message{}, errors.New("fake source: Receive without a deadline")
@@ -137,6 +152,11 @@ func (s *fakeSource) Receive(ctx context.Context) (Message, error) {
 			s.waiting = false
 			s.mu.Unlock()
 			return m, nil
+		}
+		if s.failWith != nil {
+			err := s.failWith
+			s.mu.Unlock()
+			return Message{}, err
 		}
 		s.waiting = true
 		s.mu.Unlock()
@@ -181,6 +201,37 @@ func (s *fakeSource) snapshot() (statuses []status, timeouts int, idle bool) {
 	return append([]status(nil), s.statuses...), s.timeouts, s.waiting && len(s.queue) == 0
 }
 
+// errSink is the failure flakySink injects.
+var errSink = errors.New("injected sink failure")
+
+// flakySink wraps the memory store; the service writes through it, and the
+// test can make its delta uploads or manifest writes fail.
+type flakySink struct {
+	*memory.Store
+	failPut   atomic.Bool
+	failPutIf atomic.Bool
+	// onPut, when set, runs at the start of every Put (e.g. to hold an
+	// upload in flight).
+	onPut atomic.Pointer[func(key string)]
+}
+
+func (s *flakySink) Put(ctx context.Context, key string, r io.Reader) error {
+	if hook := s.onPut.Load(); hook != nil {
+		(*hook)(key)
+	}
+	if s.failPut.Load() {
+		return fmt.Errorf("put %s: %w", key, errSink)
+	}
+	return s.Store.Put(ctx, key, r)
+}
+
+func (s *flakySink) PutIf(ctx context.Context, key string, data []byte, expected blob.Version) (blob.Version, error) {
+	if s.failPutIf.Load() {
+		return "", fmt.Errorf("put %s if version %s: %w", key, expected, errSink)
+	}
+	return s.Store.PutIf(ctx, key, data, expected)
+}
+
 type options struct {
 	limits  flush.Limits
 	standby time.Duration
@@ -192,6 +243,7 @@ type options struct {
 type harness struct {
 	t      *testing.T
 	store  *memory.Store
+	sink   *flakySink
 	src    *fakeSource
 	svc    *Service
 	cancel context.CancelFunc
@@ -230,12 +282,13 @@ func start(t *testing.T, o options) *harness {
 		},
 		History: []manifest.EpochRecord{},
 	}
-	mc, err := manifest.Create(ctx, store, m, time.Now())
+	sink := &flakySink{Store: store}
+	mc, err := manifest.Create(ctx, sink, m, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	fc := &flush.Committer{Store: store, Manifest: mc, Workers: 2, Logger: log, Now: time.Now}
+	fc := &flush.Committer{Store: sink, Manifest: mc, Workers: 2, Now: time.Now}
 	src := newFakeSource(store)
 	svc, err := New(Config{
 		Limits:          o.limits,
@@ -249,7 +302,7 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	h := &harness{t: t, store: store, src: src, svc: svc, cancel: cancel, done: make(chan error, 1)}
+	h := &harness{t: t, store: store, sink: sink, src: src, svc: svc, cancel: cancel, done: make(chan error, 1)}
 	go func() { h.done <- svc.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
