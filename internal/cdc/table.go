@@ -24,6 +24,12 @@ func ParseTableID(s string) (TableID, error) {
 // String returns "schema.table", the key used in the manifest.
 func (t TableID) String() string { return t.Schema + "." + t.Name }
 
+// MetadataColumns are the names of the metadata columns every data file
+// holds beside the table's own (DESIGN §4), in file order. A source column
+// may not take one of these names, in any letter case (pg-cdc refuses such a
+// table at init; see docs/decisions.md, "Identifiers in sink keys").
+var MetadataColumns = []string{"__op", "__lsn", "__seq", "__xid", "__op_ts", "__unchanged"}
+
 // ReplicaIdentity is a table's REPLICA IDENTITY setting.
 type ReplicaIdentity string
 

@@ -31,8 +31,17 @@ func (c Config) Validate() error {
 	for i, s := range c.Source.Postgres.Schemas {
 		key := fmt.Sprintf("source.postgres.schemas[%d]", i)
 		switch {
+		// Any other name PostgreSQL allows is taken as it is, in its exact
+		// case and without quotes: "Sales", "a.b", "x y" and `we"ird` name
+		// the schemas of those names (pg-cdc quotes them in SQL itself).
 		case s == "":
 			bad(key, "must not be empty")
+		case len(s) > 63:
+			// PostgreSQL truncates longer names to 63 bytes (NAMEDATALEN-1),
+			// so no schema can have this name.
+			bad(key, "%q is %d bytes long; PostgreSQL names are at most 63 bytes", s, len(s))
+		case strings.IndexByte(s, 0) >= 0:
+			bad(key, "%q contains a NUL byte, which no PostgreSQL name can hold", s)
 		case slices.Index(c.Source.Postgres.Schemas, s) < i:
 			bad(key, "%q is listed twice", s)
 		}

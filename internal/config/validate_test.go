@@ -27,6 +27,9 @@ func TestValidateOK(t *testing.T) {
 		{"slot starting with digit", func(c *Config) { c.Replication.Slot = "1slot" }},
 		{"63-byte slot", func(c *Config) { c.Replication.Slot = strings.Repeat("s", 63) }},
 		{"every level", func(c *Config) { c.Log.Level = "warn"; c.Log.Format = "json" }},
+		{"odd schema names", func(c *Config) {
+			c.Source.Postgres.Schemas = []string{"public", "Sales", "sales", "a.b", "x y", `we"ird`, `back\slash`, "a/b", "..", "日本😀", strings.Repeat("é", 31) + "x"}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +57,8 @@ func TestValidateErrors(t *testing.T) {
 		{"schemas empty", func(c *Config) { c.Source.Postgres.Schemas = nil }, "source.postgres.schemas: must name at least one schema"},
 		{"schema empty string", func(c *Config) { c.Source.Postgres.Schemas = []string{""} }, "source.postgres.schemas[0]: must not be empty"},
 		{"schema twice", func(c *Config) { c.Source.Postgres.Schemas = []string{"a", "a"} }, `source.postgres.schemas[1]: "a" is listed twice`},
+		{"schema too long", func(c *Config) { c.Source.Postgres.Schemas = []string{strings.Repeat("s", 64)} }, "source.postgres.schemas[0]: " + `"` + strings.Repeat("s", 64) + `" is 64 bytes long; PostgreSQL names are at most 63 bytes`},
+		{"schema with NUL", func(c *Config) { c.Source.Postgres.Schemas = []string{"a\x00b"} }, `source.postgres.schemas[0]: "a\x00b" contains a NUL byte`},
 		{"include unqualified", func(c *Config) { c.Tables.Include = []string{"public.a", "orders"} }, "tables.include[1]: table \"orders\": want a schema-qualified name"},
 		{"include twice", func(c *Config) { c.Tables.Include = []string{"public.a", "public.a"} }, `tables.include[1]: "public.a" is listed twice`},
 		{"include other schema", func(c *Config) { c.Tables.Include = []string{"sales.a"} }, `tables.include[0]: schema "sales" of "sales.a" is not in source.postgres.schemas`},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -64,6 +65,8 @@ type envOptions struct {
 	maxRows       int
 	memoryBudget  int64
 	extraYAML     string
+	// schemas is source.postgres.schemas; nil means the default, public.
+	schemas []string
 	// cluster is a dedicated PostgreSQL (pgtest.New) for tests that stop or
 	// crash it; nil means the package's shared one.
 	cluster *pgtest.Cluster
@@ -88,9 +91,18 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.memoryBudget == 0 {
 		opts.memoryBudget = 8 << 20
 	}
+	schemas := ""
+	if opts.schemas != nil {
+		// A JSON string is a YAML double-quoted scalar, so any name survives.
+		b, err := json.Marshal(opts.schemas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemas = "\n    schemas: " + string(b)
+	}
 	cfg := fmt.Sprintf(`source:
   postgres:
-    url: %q
+    url: %q%s
 replication:
   publication: pub_%s
   slot: %s
@@ -107,7 +119,7 @@ state:
   path: %q
 log:
   level: debug
-%s`, url, e.slot, e.slot, opts.memoryBudget, e.sink, opts.flushInterval, opts.maxRows, filepath.Join(dir, "state"), opts.extraYAML)
+%s`, url, schemas, e.slot, e.slot, opts.memoryBudget, e.sink, opts.flushInterval, opts.maxRows, filepath.Join(dir, "state"), opts.extraYAML)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

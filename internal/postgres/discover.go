@@ -275,7 +275,18 @@ func replicaIdentity(relreplident string) cdc.ReplicaIdentity {
 // ErrPreflight naming every such table, with the ALTER TABLE to run in the
 // hint. A table without a key and without FULL is captured insert-only; each
 // gets a warning saying so and how to change it.
+//
+// Names are checked too, and refused with ErrPreflight: a column named like
+// a metadata column (cdc.MetadataColumns, compared without regard to case,
+// as DuckDB and most Parquet readers compare column names), because the
+// file cannot hold both and renaming it silently would break readers; and
+// two tables whose "schema.table" manifest keys are equal (schema "a.b"
+// table "c" beside schema "a" table "b.c"), because the manifest, a
+// published format, keys tables by that string.
 func CheckTables(tables []*cdc.Table) (warnings []string, err error) {
+	if err := checkNames(tables); err != nil {
+		return nil, err
+	}
 	var refused, fixes []string
 	for _, t := range tables {
 		name := pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()
@@ -303,4 +314,38 @@ func CheckTables(tables []*cdc.Table) (warnings []string, err error) {
 		}
 	}
 	return warnings, nil
+}
+
+// checkNames refuses column names taken by metadata columns and tables whose
+// manifest keys collide (see CheckTables).
+func checkNames(tables []*cdc.Table) error {
+	var problems, fixes []string
+	byKey := make(map[string]cdc.TableID, len(tables))
+	for _, t := range tables {
+		name := pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()
+		if other, ok := byKey[t.ID.String()]; ok && other != t.ID {
+			problems = append(problems, fmt.Sprintf("tables %s and %s have the same manifest key %q",
+				pgx.Identifier{other.Schema, other.Name}.Sanitize(), name, t.ID.String()))
+			fixes = append(fixes, fmt.Sprintf("rename one of %s and %s (ALTER TABLE … RENAME TO …)",
+				pgx.Identifier{other.Schema, other.Name}.Sanitize(), name))
+		}
+		byKey[t.ID.String()] = t.ID
+		for _, c := range t.Columns {
+			for _, meta := range cdc.MetadataColumns {
+				if strings.EqualFold(c.Name, meta) {
+					problems = append(problems, fmt.Sprintf("column %q of table %s takes the name of the metadata column %s", c.Name, name, meta))
+					fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", name,
+						pgx.Identifier{c.Name}.Sanitize(), pgx.Identifier{strings.TrimLeft(c.Name, "_")}.Sanitize()))
+				}
+			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return &cdc.Error{
+		Class: ErrPreflight,
+		Msg:   strings.Join(problems, "; "),
+		Hint:  strings.Join(fixes, "; ") + ", or leave the table out with tables.exclude",
+	}
 }

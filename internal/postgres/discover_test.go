@@ -229,3 +229,50 @@ func TestDiscoverTablesInclude(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckTablesNames(t *testing.T) {
+	table := func(schema, name string, cols ...string) *cdc.Table {
+		tb := &cdc.Table{ID: cdc.TableID{Schema: schema, Name: name}, ReplicaIdentity: cdc.ReplicaIdentityDefault, PrimaryKey: []string{"id"}}
+		tb.Columns = append(tb.Columns, cdc.Column{Name: "id"})
+		for _, c := range cols {
+			tb.Columns = append(tb.Columns, cdc.Column{Name: c})
+		}
+		return tb
+	}
+	// Odd but distinct names are fine, and so are other "__" names.
+	ok := []*cdc.Table{
+		table("public", "a.b"), table("a", "b"), table("public", "T"), table("public", "t"),
+		table(`we"ird`, `x\y`, "__lsn2", "_lsn", "__other", "lsn"),
+	}
+	if _, err := CheckTables(ok); err != nil {
+		t.Errorf("CheckTables(distinct odd names) = %v", err)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		tables []*cdc.Table
+		want   []string // in the message and hint
+	}{
+		{"metadata column", []*cdc.Table{table("public", "Odd T", "__lsn")},
+			[]string{`column "__lsn" of table "public"."Odd T"`, "metadata column __lsn", `ALTER TABLE "public"."Odd T" RENAME COLUMN "__lsn" TO "lsn"`}},
+		{"metadata column in another case", []*cdc.Table{table("s", "t", "__Op_TS")},
+			[]string{`"__Op_TS"`, "metadata column __op_ts", `RENAME COLUMN "__Op_TS" TO "Op_TS"`}},
+		{"every metadata name", []*cdc.Table{table("s", "t", "__op", "__seq", "__xid", "__unchanged")},
+			[]string{`"__op"`, `"__seq"`, `"__xid"`, `"__unchanged"`}},
+		{"same manifest key", []*cdc.Table{table("a", "b.c"), table("a.b", "c")},
+			[]string{`tables "a"."b.c" and "a.b"."c" have the same manifest key "a.b.c"`, "rename one of"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := CheckTables(tt.tables)
+			if !errors.Is(err, ErrPreflight) {
+				t.Fatalf("CheckTables = %v, want ErrPreflight", err)
+			}
+			text := err.Error() + " HINT " + cdc.HintOf(err)
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("error lacks %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+}

@@ -34,12 +34,11 @@ func isTextOID(oid uint32) bool {
 // the sink holds; the others come back as pgx's Go values. Order columns
 // sort by byte order (COLLATE "C", as DuckDB does), text-stored ones by
 // their text; json, which has no order, by its text too.
+//
+// table is the manifest's key "schema.name"; either part may itself hold
+// dots, so it is resolved against the catalog and must name one table.
 func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []string) [][]any {
 	tb.Helper()
-	id, err := cdc.ParseTableID(table)
-	if err != nil {
-		tb.Fatalf("source rows: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg, err := pgx.ParseConfig(url)
@@ -63,6 +62,7 @@ func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []strin
 	}
 	defer conn.Close(context.Background())
 
+	id := resolveTable(ctx, tb, conn, table)
 	rel := pgx.Identifier{id.Schema, id.Name}.Sanitize()
 	types := columnTypes(ctx, tb, conn, rel, table)
 
@@ -165,4 +165,26 @@ func columnTypes(ctx context.Context, tb testing.TB, conn *pgx.Conn, rel, table 
 		tb.Fatalf("source rows: columns of %s: %v", table, err)
 	}
 	return out
+}
+
+// resolveTable finds the one table whose "schema.name" is table.
+func resolveTable(ctx context.Context, tb testing.TB, conn *pgx.Conn, table string) cdc.TableID {
+	tb.Helper()
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname || '.' || c.relname = $1`, table)
+	if err != nil {
+		tb.Fatalf("source rows: find table %s: %v", table, err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cdc.TableID, error) {
+		var id cdc.TableID
+		return id, r.Scan(&id.Schema, &id.Name)
+	})
+	if err != nil {
+		tb.Fatalf("source rows: find table %s: %v", table, err)
+	}
+	if len(ids) != 1 {
+		tb.Fatalf("source rows: %d tables are named %q: %v", len(ids), table, ids)
+	}
+	return ids[0]
 }
