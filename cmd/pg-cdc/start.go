@@ -142,6 +142,7 @@ func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush
 		StateDir:        filepath.Join(cfg.State.Path, "stream"),
 		MemoryBudget:    cfg.Replication.MemoryBudgetBytes,
 		XIDRef:          xidRef,
+		Rows:            db,
 	}, replSource{repl}, fc, log)
 	if err != nil {
 		return err

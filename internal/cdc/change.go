@@ -43,6 +43,10 @@ type Change struct {
 	Table  *Table
 	Op     Op
 	Values []Datum
+	// KeyChanged marks the U row of an UPDATE that moved the row to a new
+	// primary key. Its unchanged (TOAST) values cannot be taken from an
+	// earlier version of the same key, so they must be recovered elsewhere.
+	KeyChanged bool
 }
 
 // Size is the approximate memory a change holds, used for flush and spill

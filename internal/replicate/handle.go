@@ -41,13 +41,13 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 	case *pgoutput.Relation:
 		return s.bind(m)
 	case *pgoutput.Insert, *pgoutput.Update, *pgoutput.Delete, *pgoutput.Truncate:
-		return s.change(m)
+		return s.change(ctx, m)
 	case *pgoutput.StreamStart:
 		s.streamTop = m.XID
 	case *pgoutput.StreamStop:
 		s.streamTop = 0
 	case *pgoutput.StreamCommit:
-		return s.streamCommit(m)
+		return s.streamCommit(ctx, m)
 	case *pgoutput.StreamAbort:
 		if err := s.asm.Abort(m.XID, m.SubXID); err != nil {
 			return fmt.Errorf("abort streamed transaction %d: %w", m.XID, err)
@@ -155,7 +155,7 @@ func (s *Service) lookup(relID uint32) (*binding, error) {
 // change turns one DML message into change rows and routes them: into the
 // streamed transaction's buffer, or straight into the epoch for a
 // transaction PostgreSQL sends whole at commit.
-func (s *Service) change(m pgoutput.Message) error {
+func (s *Service) change(ctx context.Context, m pgoutput.Message) error {
 	var (
 		rows []*cdc.Change
 		xid  uint32
@@ -174,12 +174,20 @@ func (s *Service) change(m pgoutput.Message) error {
 			return err
 		}
 		xid = m.XID
+		values := m.New
+		if m.OldKind == 'O' {
+			// Under REPLICA IDENTITY FULL the old row arrives whole, TOAST
+			// included: it supplies what the new row left unchanged.
+			values = fillUnchanged(m.New, m.Old)
+		}
+		u := &cdc.Change{Table: b.table, Op: cdc.OpUpdate, Values: values}
 		if m.Old != nil && keyChanged(b.keys, m.Old, m.New) {
 			// A key change is a delete of the old key and a write of the
 			// new one, so a reader merging by key never keeps both.
 			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpDelete, Values: m.Old})
+			u.KeyChanged = true
 		}
-		rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpUpdate, Values: m.New})
+		rows = append(rows, u)
 	case *pgoutput.Delete:
 		b, err := s.lookup(m.RelID)
 		if err != nil {
@@ -220,24 +228,42 @@ func (s *Service) change(m pgoutput.Message) error {
 	for _, c := range rows {
 		meta := cdc.RowMeta{Op: c.Op, LSN: s.cur.meta.CommitLSN, Seq: s.cur.seq, XID: s.cur.meta.XID, CommitTime: s.cur.meta.CommitTime}
 		s.cur.seq++
-		if err := e.Write(meta, c); err != nil {
+		if err := s.write(ctx, e, meta, c); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Service) streamCommit(m *pgoutput.StreamCommit) error {
+func (s *Service) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) error {
 	meta := cdc.TxnMeta{XID: s.extendXID(m.XID), CommitLSN: m.CommitLSN, EndLSN: m.EndLSN, CommitTime: m.CommitTime}
 	e := s.openEpoch()
 	err := s.asm.Commit(m.XID, func(seq int64, c *cdc.Change) error {
-		return e.Write(cdc.RowMeta{Op: c.Op, LSN: meta.CommitLSN, Seq: seq, XID: meta.XID, CommitTime: meta.CommitTime}, c)
+		return s.write(ctx, e, cdc.RowMeta{Op: c.Op, LSN: meta.CommitLSN, Seq: seq, XID: meta.XID, CommitTime: meta.CommitTime}, c)
 	})
 	if err != nil {
 		return fmt.Errorf("commit streamed transaction %d: %w", m.XID, err)
 	}
 	e.CommitTxn(meta, s.now())
 	return nil
+}
+
+// fillUnchanged returns new with every unchanged value taken from old.
+func fillUnchanged(new, old []cdc.Datum) []cdc.Datum {
+	var out []cdc.Datum
+	for i, v := range new {
+		if v.Kind != cdc.DatumUnchanged || i >= len(old) || old[i].Kind == cdc.DatumUnchanged {
+			continue
+		}
+		if out == nil {
+			out = append([]cdc.Datum(nil), new...)
+		}
+		out[i] = old[i]
+	}
+	if out == nil {
+		return new
+	}
+	return out
 }
 
 func keyChanged(keys []int, old, new []cdc.Datum) bool {

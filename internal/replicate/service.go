@@ -28,6 +28,9 @@ type Config struct {
 	// XIDRef is a recent 64-bit transaction id of the source, used to extend
 	// the 32-bit xids pgoutput sends.
 	XIDRef cdc.XID
+	// Rows reads rows from the source to recover TOAST values a key-changing
+	// UPDATE did not send (optional).
+	Rows RowReader
 }
 
 // maxWait bounds one receive so that stop requests and timers are noticed.
@@ -55,6 +58,9 @@ type Service struct {
 	xidRef     cdc.XID
 	lastStatus time.Time
 	lastIdle   time.Time
+
+	rows             RowReader        // recovers TOAST values after key changes; may be nil
+	unrecoveredCount map[string]int64 // "schema.table.column" → values left unchanged
 }
 
 type binding struct {
@@ -80,6 +86,9 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		schemas: map[cdc.TableID]*parquetfile.Schema{},
 		durable: m.EndLSN,
 		xidRef:  cfg.XIDRef,
+
+		rows:             cfg.Rows,
+		unrecoveredCount: map[string]int64{},
 	}
 	for key, mt := range m.Tables {
 		t, err := mt.SourceTable()
@@ -113,7 +122,11 @@ func (s *Service) Run(ctx context.Context) error {
 	// I/O runs on a context that outlives the stop request, so that the
 	// drain can still read, write and confirm.
 	ioCtx := context.WithoutCancel(ctx)
-	var stopBy time.Time
+	var (
+		stopBy time.Time
+		rctx   receiveCtx
+	)
+	defer rctx.stop()
 	for {
 		if ctx.Err() != nil {
 			if stopBy.IsZero() {
@@ -128,9 +141,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 
-		rctx, cancel := context.WithDeadline(ioCtx, s.nextWake())
-		msg, err := s.src.Receive(rctx)
-		cancel()
+		msg, err := s.src.Receive(rctx.get(ioCtx, s.nextWake()))
 		switch {
 		case err == nil:
 			if err := s.handle(ioCtx, msg); err != nil {
@@ -158,6 +169,32 @@ func (s *Service) Run(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+}
+
+// receiveCtx hands out the context of a receive. One context serves until
+// it expires or a timer falls due before its deadline: a context (and its
+// timer) per message cost several percent of the CPU while draining a
+// backlog (issue 3). Waking earlier than needed only costs one more turn of
+// the loop.
+type receiveCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   time.Time
+}
+
+func (r *receiveCtx) get(parent context.Context, wake time.Time) context.Context {
+	if r.ctx == nil || r.ctx.Err() != nil || wake.Before(r.wake) {
+		r.stop()
+		r.ctx, r.cancel = context.WithDeadline(parent, wake)
+		r.wake = wake
+	}
+	return r.ctx
+}
+
+func (r *receiveCtx) stop() {
+	if r.cancel != nil {
+		r.cancel()
 	}
 }
 

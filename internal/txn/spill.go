@@ -130,6 +130,11 @@ func (a *Assembler) encode(e *entry) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(e.sub))
 	b = binary.AppendUvarint(b, a.intern(e.c.Table))
 	b = append(b, byte(e.c.Op))
+	var flags byte
+	if e.c.KeyChanged {
+		flags |= flagKeyChanged
+	}
+	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(e.c.Values)))
 	for i, v := range e.c.Values {
 		switch v.Kind {
@@ -273,6 +278,7 @@ func decodePayload(p []byte, tables []*cdc.Table) (int64, uint32, *cdc.Change, e
 	sub := d.uvarint("subtransaction")
 	table := d.uvarint("table")
 	op := d.byte("op")
+	flags := d.byte("flags")
 	count := d.uvarint("value count")
 	if d.err != nil {
 		return 0, 0, nil, d.err
@@ -284,6 +290,8 @@ func decodePayload(p []byte, tables []*cdc.Table) (int64, uint32, *cdc.Change, e
 		return 0, 0, nil, fmt.Errorf("subtransaction %d out of range", sub)
 	case table >= uint64(len(tables)):
 		return 0, 0, nil, fmt.Errorf("table index %d, only %d tables are known", table, len(tables))
+	case flags&^flagKeyChanged != 0:
+		return 0, 0, nil, fmt.Errorf("unknown change flags %#x", flags)
 	case count > uint64(len(p)-d.off):
 		// Every value takes at least one byte.
 		return 0, 0, nil, fmt.Errorf("value count %d exceeds the %d bytes left", count, len(p)-d.off)
@@ -319,8 +327,11 @@ func decodePayload(p []byte, tables []*cdc.Table) (int64, uint32, *cdc.Change, e
 	if d.off != len(d.b) {
 		return 0, 0, nil, fmt.Errorf("%d bytes after the last value", len(d.b)-d.off)
 	}
-	return int64(seq), uint32(sub), &cdc.Change{Table: tables[table], Op: cdc.Op(op), Values: values}, nil
+	return int64(seq), uint32(sub), &cdc.Change{Table: tables[table], Op: cdc.Op(op), Values: values, KeyChanged: flags&flagKeyChanged != 0}, nil
 }
+
+// flagKeyChanged marks a change with cdc.Change.KeyChanged set.
+const flagKeyChanged byte = 1
 
 type payloadDecoder struct {
 	b   []byte

@@ -118,3 +118,23 @@ func flipByte(t *testing.T, p string, off int64) {
 	b[off] ^= 0xFF
 	must(t, os.WriteFile(p, b, 0o600))
 }
+
+// TestSpillKeepsKeyChanged: the mark of a key-changing UPDATE survives a
+// round trip through the spill file.
+func TestSpillKeepsKeyChanged(t *testing.T) {
+	a := NewAssembler(t.TempDir(), 1) // every change spills
+	for i := range 4 {
+		c := row(i)
+		c.KeyChanged = i%2 == 1
+		mustAdd(t, a, 9, 9, c)
+	}
+	got := commit(t, a, 9)
+	if len(got) != 4 {
+		t.Fatalf("replayed %d changes", len(got))
+	}
+	for i, c := range got {
+		if c.c.KeyChanged != (i%2 == 1) {
+			t.Errorf("change %d: KeyChanged = %v", i, c.c.KeyChanged)
+		}
+	}
+}

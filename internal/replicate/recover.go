@@ -1,0 +1,85 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/flush"
+)
+
+// RowReader reads the current values of some columns of one row from the
+// source, by primary key, in PostgreSQL's text form. The postgres adapter
+// implements it.
+type RowReader interface {
+	// ReadRow returns the values of cols (column indexes) of the row whose
+	// key columns hold key (in primary-key order), and whether it exists.
+	ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols []int) ([]cdc.Datum, bool, error)
+}
+
+// write adds one committed change row to the epoch, first recovering the
+// unchanged TOAST values of a key-changing UPDATE.
+//
+// PostgreSQL does not send a TOASTed value that an UPDATE left alone. For an
+// ordinary UPDATE the merge takes it from the key's previous version; after a
+// key change there is none, so the value is read from the source by the new
+// key. The transaction is committed by now (rows reach the epoch only at
+// commit), so the row is visible. A later change of that value is later in
+// the stream and wins over the value read here, so the current state is
+// exact. When the row is gone (deleted or moved again since), the column
+// stays listed in __unchanged, the case is counted and logged: the merged
+// state of that key holds no value for it until a later change writes one.
+func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c *cdc.Change) error {
+	if c.KeyChanged {
+		if err := s.recoverUnchanged(ctx, c); err != nil {
+			return err
+		}
+	}
+	return e.Write(meta, c)
+}
+
+func (s *Service) recoverUnchanged(ctx context.Context, c *cdc.Change) error {
+	var cols []int
+	for i, v := range c.Values {
+		if v.Kind == cdc.DatumUnchanged {
+			cols = append(cols, i)
+		}
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	t := c.Table
+	if s.rows == nil {
+		s.unrecovered(c, cols, "no source connection to read it from")
+		return nil
+	}
+	key := make([]cdc.Datum, len(t.PrimaryKey))
+	for i, name := range t.PrimaryKey {
+		key[i] = c.Values[t.ColumnIndex(name)]
+	}
+	vals, found, err := s.rows.ReadRow(ctx, t, key, cols)
+	if err != nil {
+		return fmt.Errorf("table %s: read unchanged TOAST values after a key change: %w", t.ID, err)
+	}
+	if !found {
+		s.unrecovered(c, cols, "the row no longer exists under its new key")
+		return nil
+	}
+	for j, i := range cols {
+		c.Values[i] = vals[j]
+	}
+	s.log.Debug("recovered unchanged TOAST values after a key change", "table", t.ID.String(), "columns", len(cols))
+	return nil
+}
+
+func (s *Service) unrecovered(c *cdc.Change, cols []int, why string) {
+	for _, i := range cols {
+		name := c.Table.Columns[i].Name
+		key := c.Table.ID.String() + "." + name
+		s.unrecoveredCount[key]++
+		if s.unrecoveredCount[key] == 1 {
+			s.log.Warn("unchanged TOAST value after a key change could not be recovered; the column stays listed in __unchanged",
+				"table", c.Table.ID.String(), "column", name, "reason", why)
+		}
+	}
+}
