@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,6 +93,9 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 	}
 	if len(tables) == 0 {
 		return usageError{fmt.Errorf("no tables to capture in schemas %v (check tables.include and tables.exclude)", cfg.Source.Postgres.Schemas)}
+	}
+	if err := applyTypeOverrides(tables, cfg.Types); err != nil {
+		return usageError{err}
 	}
 	warnings, err := postgres.CheckTables(tables)
 	if err != nil {
@@ -210,6 +216,38 @@ func checkIdentity(m *manifest.Manifest, id postgres.Identity) error {
 				id.SystemIdentifier, id.Timeline, id.Database, src.SystemIdentifier, src.Timeline, src.Database),
 			Hint: "point source.postgres.url at the original database, or use a new storage path for this one",
 		}
+	}
+	return nil
+}
+
+// applyTypeOverrides sets the representation the config's types: section
+// chooses on each named column. The snapshot and the manifest (from which
+// the stream rebuilds its schemas) both take it from the column, so every
+// file of the table has the same types. A key that names no captured
+// column is an error: a typo would otherwise be silently ignored.
+func applyTypeOverrides(tables []*cdc.Table, types map[string]string) error {
+	var missing []string
+	for _, ref := range slices.Sorted(maps.Keys(types)) {
+		schema, table, column, err := config.ParseColumnRef(ref)
+		if err != nil {
+			return fmt.Errorf("types: %w", err)
+		}
+		found := false
+		for _, t := range tables {
+			if t.ID.Schema != schema || t.ID.Name != table {
+				continue
+			}
+			if i := t.ColumnIndex(column); i >= 0 {
+				t.Columns[i].Repr = types[ref]
+				found = true
+			}
+		}
+		if !found {
+			missing = append(missing, ref)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("types: %s names no captured column (check the schema, table and column names, and tables.include/exclude)", strings.Join(missing, ", "))
 	}
 	return nil
 }

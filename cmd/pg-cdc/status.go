@@ -106,6 +106,34 @@ func printManifest(out io.Writer, m *manifest.Manifest) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\n", k, t.Snapshot.State, baseRows, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch)
 	}
 	tw.Flush()
+	printAdjusted(out, m, keys)
+}
+
+// printAdjusted lists, per table and column, the values a documented type
+// rule changed (docs/types.md), summed over the base and the deltas.
+func printAdjusted(out io.Writer, m *manifest.Manifest, keys []string) {
+	for _, k := range keys {
+		t := m.Tables[k]
+		sum := map[string]int64{}
+		if t.Base != nil {
+			for c, n := range t.Base.Adjusted {
+				sum[c] += n
+			}
+		}
+		for _, d := range t.Deltas {
+			for c, n := range d.Adjusted {
+				sum[c] += n
+			}
+		}
+		cols := make([]string, 0, len(sum))
+		for c := range sum {
+			cols = append(cols, c)
+		}
+		sort.Strings(cols)
+		for _, c := range cols {
+			fmt.Fprintf(out, "adjusted:  %s column %q: %d values written by a type rule (docs/types.md)\n", k, c, sum[c])
+		}
+	}
 }
 
 func humanBytes(n int64) string {

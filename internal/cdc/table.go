@@ -50,6 +50,33 @@ type Column struct {
 	NotNull bool
 	// FieldID is the stable id of the column across renames (Iceberg field id).
 	FieldID int
+
+	// TypeOID above is what pgoutput's Relation message reports (the domain
+	// itself for a domain column); the fields below describe what the
+	// values are, for the Parquet mapping. Zero values mean "same as
+	// TypeOID/TypeMod, no labels, no override" (older manifests).
+
+	// BaseTypeOID and BaseTypeMod are the type after resolving domains.
+	BaseTypeOID uint32
+	BaseTypeMod int32
+	// ElemTypeOID is the element type (domains resolved) when the base type
+	// is an array, else 0.
+	ElemTypeOID uint32
+	// EnumLabels are the labels in sort order when the base type, or the
+	// array's element type, is an enum.
+	EnumLabels []string
+	// Repr is a representation chosen by a per-column override (the
+	// config's types: section), e.g. "string"; "" is the default mapping.
+	Repr string
+}
+
+// ValueType returns the type OID and typmod the values have: the base type
+// of a domain, else TypeOID and TypeMod.
+func (c *Column) ValueType() (uint32, int32) {
+	if c.BaseTypeOID != 0 {
+		return c.BaseTypeOID, c.BaseTypeMod
+	}
+	return c.TypeOID, c.TypeMod
 }
 
 // Table is a source table as pg-cdc captures it.

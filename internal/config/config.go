@@ -17,6 +17,9 @@ type Config struct {
 	Flush       FlushConfig
 	State       StateConfig
 	Log         LogConfig
+	// Types maps "schema.table.column" to a representation that replaces
+	// the column's default Parquet mapping (docs/types.md), e.g. "string".
+	Types map[string]string
 }
 
 // SourceConfig is the "source" section.
@@ -190,5 +193,6 @@ func Default() Config {
 		},
 		State: StateConfig{Path: "./.pgcdc"},
 		Log:   LogConfig{Level: LogLevelInfo, Format: LogFormatText},
+		Types: map[string]string{},
 	}
 }

@@ -46,6 +46,8 @@ state:
 log:
   level: debug
   format: json
+types:
+  "public.orders.id_uuid": string
 `
 
 func TestParseFull(t *testing.T) {
@@ -65,6 +67,7 @@ func TestParseFull(t *testing.T) {
 		Flush:       FlushConfig{IntervalSec: 3, MaxRows: 500, MaxBytes: 2048, DrainTimeoutSec: 7, ParallelWorkers: 8},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
 		Log:         LogConfig{Level: "debug", Format: "json"},
+		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -330,6 +333,9 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		if _, isStr := l.target.(*string); isStr {
 			val = "v"
 		}
+		if _, isMap := l.target.(*map[string]string); isMap {
+			val = "s.t.c=v"
+		}
 		if err := setFromEnv(l, val); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -343,6 +349,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Flush:       FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1},
 		State:       StateConfig{Path: "v"},
 		Log:         LogConfig{Level: "v", Format: "v"},
+		Types:       map[string]string{"s.t.c": "v"},
 	}) {
 		t.Fatalf("some field has no leaf: %+v", c)
 	}
@@ -431,6 +438,27 @@ func TestRedacted(t *testing.T) {
 		r.Tables.Include[0] = "changed"
 		if c.Tables.Include[0] != "public.a" {
 			t.Error("Redacted shares slices with its receiver")
+		}
+	}
+}
+
+func TestTypesOverrides(t *testing.T) {
+	c, err := Parse([]byte(minimal+"types: {\"public.t.u\": string}\n"), "f.yml", []string{"PGCDC_TYPES=public.t.a=string, public.t.b=string"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Types, map[string]string{"public.t.a": "string", "public.t.b": "string"}) {
+		t.Errorf("environment override: got %v", c.Types)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"types: {\"public.t\": string}\n", `"public.t": want schema.table.column`},
+		{"types: {\"public.t.c\": uuid}\n", `types.public.t.c: unknown representation "uuid"`},
+		{"types: [a]\n", "types: want a mapping"},
+		{"types: {\"public.t.c\": [a]}\n", "types.public.t.c: want a string"},
+	} {
+		_, err := Parse([]byte(minimal+tc.yaml), "f.yml", nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
 		}
 	}
 }

@@ -138,6 +138,19 @@ func setFromEnv(l leaf, val string) error {
 			}
 		}
 		*t = items
+	case *map[string]string:
+		// "public.t.a=string,public.t.b=string"
+		out := map[string]string{}
+		if strings.TrimSpace(val) != "" {
+			for i, item := range strings.Split(val, ",") {
+				k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+				if !ok || k == "" || v == "" {
+					return fmt.Errorf("item %d: want schema.table.column=representation, got %q", i, truncate(item))
+				}
+				out[k] = v
+			}
+		}
+		*t = out
 	default:
 		return fmt.Errorf("unsupported field type %T", l.target)
 	}

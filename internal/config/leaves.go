@@ -6,7 +6,8 @@ import (
 )
 
 // leaf is one settable key: its dotted path in the file and a pointer to the
-// field it sets. target is one of *string, *int, *int64 or *[]string; the
+// field it sets. target is one of *string, *int, *int64, *[]string or
+// *map[string]string (a mapping whose keys are data, not names); the
 // set is closed and every user switches over it.
 type leaf struct {
 	path   string
@@ -46,6 +47,7 @@ func leaves(c *Config) []leaf {
 		{"state.path", &c.State.Path},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
+		{"types", &c.Types},
 	}
 }
 
@@ -81,6 +83,8 @@ func kindName(target any) string {
 		return "an integer"
 	case *[]string:
 		return "a list of strings"
+	case *map[string]string:
+		return "a mapping of strings"
 	default:
 		return "a string"
 	}

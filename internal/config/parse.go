@@ -233,6 +233,31 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 		if ok {
 			*t = out
 		}
+	case *map[string]string:
+		if isNull(v) {
+			*t = map[string]string{}
+			return
+		}
+		if v.Kind != yaml.MappingNode {
+			w.errorf(line, "%s: want a mapping such as {\"public.t.c\": string}, got %s", l.path, describe(v))
+			return
+		}
+		out := make(map[string]string, len(v.Content)/2)
+		ok := true
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := deref(v.Content[i]), v.Content[i+1]
+			key, keyOK := w.str(l.path+" key", k.Line, k)
+			if _, dup := out[key]; keyOK && dup {
+				w.errorf(k.Line, "%s: duplicate key %q", l.path, key)
+				keyOK = false
+			}
+			s, valOK := w.str(l.path+"."+key, val.Line, deref(val))
+			out[key] = s
+			ok = ok && keyOK && valOK
+		}
+		if ok {
+			*t = out
+		}
 	default:
 		// Unreachable: leaves() holds only the types above.
 		w.errorf(line, "%s: unsupported field type %T", l.path, l.target)

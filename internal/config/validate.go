@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"path"
@@ -44,6 +45,15 @@ func (c Config) Validate() error {
 			bad(key, "%q contains a NUL byte, which no PostgreSQL name can hold", s)
 		case slices.Index(c.Source.Postgres.Schemas, s) < i:
 			bad(key, "%q is listed twice", s)
+		}
+	}
+
+	for _, col := range slices.Sorted(maps.Keys(c.Types)) {
+		key := "types." + col
+		if _, _, _, err := ParseColumnRef(col); err != nil {
+			errs = append(errs, fmt.Errorf("types: %w", err))
+		} else if r := c.Types[col]; !slices.Contains(Representations, r) {
+			bad(key, "unknown representation %q; want one of %s", r, strings.Join(Representations, ", "))
 		}
 	}
 
@@ -226,6 +236,7 @@ func (c Config) Redacted() Config {
 	c.Source.Postgres.Schemas = slices.Clone(c.Source.Postgres.Schemas)
 	c.Tables.Include = slices.Clone(c.Tables.Include)
 	c.Tables.Exclude = slices.Clone(c.Tables.Exclude)
+	c.Types = maps.Clone(c.Types)
 	c.Source.Postgres.URL = redactURL(c.Source.Postgres.URL)
 	return c
 }
@@ -253,4 +264,20 @@ func redactURL(raw string) string {
 		}
 	}
 	return u.String()
+}
+
+// Representations are the values a types: entry may take: "string" stores
+// the column as PostgreSQL's text form (docs/types.md). It mirrors
+// parquetfile.Representations, which config may not import.
+var Representations = []string{"string"}
+
+// ParseColumnRef splits a types: key "schema.table.column". A schema or
+// table name holding a dot cannot be named here (as in tables.include); the
+// column, the last part, may not either.
+func ParseColumnRef(s string) (schema, table, column string, err error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", fmt.Errorf("%q: want schema.table.column, such as public.orders.id", s)
+	}
+	return parts[0], parts[1], parts[2], nil
 }

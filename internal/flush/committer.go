@@ -48,10 +48,11 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 
 	// Step 1: delta files, in parallel across tables.
 	type uploaded struct {
-		key   string
-		rows  int64
-		bytes int64
-		td    *tableDelta
+		key      string
+		rows     int64
+		bytes    int64
+		adjusted map[string]int64
+		td       *tableDelta
 	}
 	var (
 		mu    sync.Mutex
@@ -80,7 +81,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 				return err
 			}
 			mu.Lock()
-			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, td: td})
+			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, adjusted: td.file.Adjusted(), td: td})
 			mu.Unlock()
 			return nil
 		})
@@ -108,6 +109,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
 				SchemaVersion: t.SchemaVersion,
 				Files:         []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
+				Adjusted:      f.adjusted,
 			})
 		}
 		m.Epoch = e.Number

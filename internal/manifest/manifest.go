@@ -77,6 +77,19 @@ type Column struct {
 	FieldID     int    `json:"field_id"`
 	TypeOID     uint32 `json:"type_oid"`
 	TypeMod     int32  `json:"type_mod"`
+	// BaseTypeOID and BaseTypeMod are the type a domain resolves to; absent
+	// when the column is not a domain.
+	BaseTypeOID uint32 `json:"base_type_oid,omitempty"`
+	BaseTypeMod int32  `json:"base_type_mod,omitempty"`
+	// ElementTypeOID is an array column's element type (domains resolved).
+	ElementTypeOID uint32 `json:"element_type_oid,omitempty"`
+	// EnumLabels are an enum column's (or enum array's) labels in sort order.
+	EnumLabels []string `json:"enum_labels,omitempty"`
+	// Representation is a per-column override from the config's types:
+	// section ("string"); absent for the default mapping. The stream
+	// rebuilds its schema from these fields, so it writes exactly the types
+	// the snapshot wrote.
+	Representation string `json:"representation,omitempty"`
 }
 
 // Snapshot records the progress of a table's snapshot.
@@ -97,6 +110,9 @@ type Base struct {
 	MaxLSN   cdc.LSN `json:"max_lsn"`
 	RowCount int64   `json:"row_count"`
 	Files    []File  `json:"files"`
+	// Adjusted counts, per column, the values of these files that a
+	// documented type rule changed (docs/types.md); absent when none.
+	Adjusted map[string]int64 `json:"adjusted,omitempty"`
 }
 
 // Delta is the change rows one epoch wrote for the table.
@@ -107,6 +123,9 @@ type Delta struct {
 	Rows          int64   `json:"rows"`
 	SchemaVersion int     `json:"schema_version"`
 	Files         []File  `json:"files"`
+	// Adjusted counts, per column, the values of these files that a
+	// documented type rule changed (docs/types.md); absent when none.
+	Adjusted map[string]int64 `json:"adjusted,omitempty"`
 }
 
 // File is one Parquet file, by key relative to the sink root.
@@ -213,6 +232,8 @@ func (t *Table) SourceTable() (*cdc.Table, error) {
 		ct.Columns = append(ct.Columns, cdc.Column{
 			Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, PGType: c.PGType,
 			NotNull: !c.Nullable, FieldID: c.FieldID,
+			BaseTypeOID: c.BaseTypeOID, BaseTypeMod: c.BaseTypeMod, ElemTypeOID: c.ElementTypeOID,
+			EnumLabels: append([]string(nil), c.EnumLabels...), Repr: c.Representation,
 		})
 	}
 	return ct, nil

@@ -22,7 +22,7 @@ func TestParquetTypeNames(t *testing.T) {
 		"f4": "FLOAT", "f8": "DOUBLE", "amount": "DECIMAL(12,3)", "d5": "DECIMAL(5,2)",
 		"big": "DECIMAL(38,10)", "mid": "DECIMAL(20,0)", "free": "STRING", "name": "STRING",
 		"vc": "STRING", "bp": "STRING", "blob": "BINARY", "day": "DATE", "ts": "TIMESTAMP(us)",
-		"tstz": "TIMESTAMP(us,UTC)", "u": "UUID", "j": "JSON", "jb": "JSON", "iv": "STRING", "arr": "STRING",
+		"tstz": "TIMESTAMP(us,UTC)", "u": "UUID", "j": "JSON", "jb": "JSON", "iv": "STRING", "arr": "LIST<INT32>", "tm": "TIME(us)",
 	}
 	for i, c := range table.Columns {
 		if got := s.ParquetType(i); got != want[c.Name] {

@@ -24,6 +24,9 @@ func decimalNode(p, s int) (parquet.Node, converter) {
 	case p <= 9:
 		return parquet.Decimal(s, p, parquet.Int32Type), func(buf, text []byte) (parquet.Value, []byte, error) {
 			neg, _, lo, err := parseDecimal(text, p, s)
+			if err == errDecimalSpecial {
+				return parquet.NullValue(), buf, appliedDecimalSpecial
+			}
 			v := int64(lo)
 			if neg {
 				v = -v
@@ -33,6 +36,9 @@ func decimalNode(p, s int) (parquet.Node, converter) {
 	case p <= 18:
 		return parquet.Decimal(s, p, parquet.Int64Type), func(buf, text []byte) (parquet.Value, []byte, error) {
 			neg, _, lo, err := parseDecimal(text, p, s)
+			if err == errDecimalSpecial {
+				return parquet.NullValue(), buf, appliedDecimalSpecial
+			}
 			v := int64(lo)
 			if neg {
 				v = -v
@@ -43,6 +49,9 @@ func decimalNode(p, s int) (parquet.Node, converter) {
 		n := decimalBytes(p)
 		return parquet.Decimal(s, p, parquet.FixedLenByteArrayType(n)), func(buf, text []byte) (parquet.Value, []byte, error) {
 			neg, hi, lo, err := parseDecimal(text, p, s)
+			if err == errDecimalSpecial {
+				return parquet.NullValue(), buf, appliedDecimalSpecial
+			}
 			if err != nil {
 				return parquet.Value{}, buf, err
 			}

@@ -12,10 +12,13 @@
 //     always written, empty when no column is unchanged); every table column
 //     is optional, because key-only deletes, truncate markers and unchanged
 //     TOAST values carry NULLs whatever the source's NOT NULL says.
-//   - A value is either converted exactly or refused with an error matching
-//     cdc.ErrData that names the table, the column, its types and the value.
-//     Nothing is rounded, clamped or turned into NULL, and bad input never
-//     panics (fuzzed).
+//   - A value is converted exactly, or written by a documented Rule
+//     (docs/types.md: ±infinity as the extreme values DuckDB reads as
+//     ±infinity, numeric NaN in a DECIMAL column as NULL, multi-dimensional
+//     arrays flattened, ...), counted per column (Writer.Adjusted) and
+//     reported once per column (Schema.SetReporter). Only malformed input
+//     is refused, with an error matching cdc.ErrData that names the table,
+//     the column, its types and the value. Bad input never panics (fuzzed).
 //   - A table column carries its stable field id (cdc.Column.FieldID) when it
 //     is positive; metadata columns carry none.
 //   - Write copies what it needs before returning: callers may reuse the
@@ -25,22 +28,10 @@
 //     primary key are not kept, because parquet-go holds them whole until
 //     Close.
 //
-// Mapping (by type OID and typmod; the manifest's parquet_type in brackets):
-// bool [BOOLEAN]; int2 [INT16]; int4 [INT32]; int8 and oid [INT64];
-// float4 [FLOAT] and float8 [DOUBLE], NaN and ±Infinity kept;
-// numeric(p,s) with 1 ≤ p ≤ 38 and 0 ≤ s ≤ p [DECIMAL(p,s)] on INT32
-// (p ≤ 9), INT64 (p ≤ 18) or the smallest FIXED_LEN_BYTE_ARRAY; other
-// numerics, unconstrained included [STRING] with PostgreSQL's exact text;
-// bytea [BINARY]; date [DATE]; timestamp [TIMESTAMP(us)]; timestamptz
-// [TIMESTAMP(us,UTC)]; uuid [UUID]; json and jsonb [JSON], the text exactly
-// as sent; everything else, text types included [STRING], the text form.
-// A decimal's text is parsed exactly; fractional digits beyond the scale
-// are accepted only when they are zeros (the value is unchanged).
-//
-// Input is PostgreSQL's text output under the session settings the source
-// adapter sets (DateStyle 'ISO, YMD', TimeZone 'UTC', extra_float_digits 3,
-// bytea_output hex, IntervalStyle postgres). Dates and timestamps before the
-// common era (" BC") are stored with astronomical year numbering (1 BC is
-// year 0), the same proleptic Gregorian calendar PostgreSQL, Parquet readers
-// and DuckDB use; ±infinity has no Parquet representation and is refused.
+// Mapping: docs/types.md, one table of every PostgreSQL type, by the type
+// the values have (a domain's base type; an array's element inside a LIST),
+// unless a per-column override (cdc.Column.Repr, "string") chooses the text
+// form. Input is PostgreSQL's text output under the session settings the
+// source adapter sets (DateStyle 'ISO, YMD', TimeZone 'UTC',
+// extra_float_digits 3, bytea_output hex, IntervalStyle postgres).
 package parquetfile

@@ -16,9 +16,6 @@ func TestUnrepresentableValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct{ column, text string }{
-		{"amount", "NaN"},
-		{"amount", "Infinity"},
-		{"amount", "-Infinity"},
 		{"amount", "1.2345"},         // more fractional digits than the scale
 		{"amount", "1234567890.000"}, // 10 integer digits in numeric(12,3)
 		{"amount", "1e5"},
@@ -27,7 +24,6 @@ func TestUnrepresentableValues(t *testing.T) {
 		{"amount", "-"},
 		{"d5", "1000.00"},
 		{"d5", "0.001"},
-		{"big", "NaN"},
 		{"big", "10000000000000000000000000000"}, // 29 integer digits
 		{"big", "0.00000000001"},
 		{"mid", "1.5"},
@@ -48,8 +44,6 @@ func TestUnrepresentableValues(t *testing.T) {
 		{"f4", "abc"},
 		{"f8", "1e400"},
 		{"f8", ""},
-		{"day", "infinity"},
-		{"day", "-infinity"},
 		{"day", "2026-02-29"},
 		{"day", "2026-13-01"},
 		{"day", "0000-01-01 BC"},
@@ -57,15 +51,12 @@ func TestUnrepresentableValues(t *testing.T) {
 		{"day", "9999999-01-01"},
 		{"day", "12345678-01-01"},
 		{"day", "2026-11-29 08:00:00"},
-		{"ts", "infinity"},
 		{"ts", "2026-11-29 24:00:00"},
 		{"ts", "2026-11-29 08:00:00.1234567"},
 		{"ts", "2026-11-29 08:00:00."},
 		{"ts", "2026-11-29 08:00:00+00"},
 		{"ts", "2026-11-29T08:00:00"},
-		{"ts", "294277-01-01 00:00:00"},
 		{"tstz", "2026-11-29 08:00:00"},
-		{"tstz", "-infinity"},
 		{"tstz", "2026-11-29 08:00:00+0"},
 		{"tstz", "2026-11-29 08:00:00+05:3"},
 		{"tstz", "2026-11-29 08:00:00+05:30 BC x"},
@@ -77,6 +68,14 @@ func TestUnrepresentableValues(t *testing.T) {
 		{"blob", `\x0`},
 		{"blob", `\xzz`},
 		{"name", "\xff\xfe"},
+		{"arr", "1,2"},
+		{"arr", "{1,x}"},
+		{"arr", "{1,2"},
+		{"arr", "{\"1}"},
+		{"arr", "[0:1]"},
+		{"tm", "25:00:00"},
+		{"tm", "12:00"},
+		{"tm", "12:00:00.1234567"},
 		{"j", "{\"a\": \"\xc3\x28\"}"},
 	}
 	for _, tc := range cases {
@@ -116,7 +115,7 @@ func TestUnrepresentableValues(t *testing.T) {
 func TestWriterUsableAfterRefusedValue(t *testing.T) {
 	table := allTypes()
 	rows := allTypesRows()
-	bad := testRow{meta: rows[0].meta, values: map[string]string{"id": "9", "name": "ok", "amount": "NaN"}}
+	bad := testRow{meta: rows[0].meta, values: map[string]string{"id": "9", "name": "ok", "amount": "1e5"}}
 	s, err := NewSchema(table)
 	if err != nil {
 		t.Fatal(err)

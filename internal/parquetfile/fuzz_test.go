@@ -18,7 +18,8 @@ func FuzzConverters(f *testing.F) {
 		}
 	}
 	for _, s := range []string{"NaN", "-0", "1.", ".5", "-.5", "00000000000000000000000000000000000000001", `\x`, "0044-03-15 BC",
-		"2026-11-29 08:00:00+05:30:15", "9223372036854775807", "-9223372036854775808", "294276-12-31 23:59:59.999999"} {
+		"2026-11-29 08:00:00+05:30:15", "9223372036854775807", "-9223372036854775808", "294276-12-31 23:59:59.999999",
+		"{1,NULL,\"a\\\"b\"}", "[0:1]={1,2}", "{{1,2},{3,4}}", "{}", "24:00:00", "-1 days +02:00:00"} {
 		f.Add([]byte(s))
 	}
 	table := allTypes()
@@ -29,6 +30,10 @@ func FuzzConverters(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text []byte) {
 		for i := range s.cols {
 			c := &s.cols[i]
+			if c.elem != nil {
+				_, _, _, _ = appendList(nil, nil, text, c.elem, 0)
+				continue
+			}
 			v, buf, err := c.conv(nil, text)
 			if err != nil {
 				continue

@@ -90,7 +90,8 @@ type column struct {
 	parquetType string
 	key         bool         // part of the primary key
 	node        parquet.Node // optional, with its field id
-	conv        converter
+	conv        converter    // a scalar column's converter
+	elem        converter    // an array column's element converter (conv is nil)
 }
 
 // Schema is the Parquet layout of one table: the metadata columns followed by
@@ -100,6 +101,7 @@ type Schema struct {
 	table  cdc.TableID
 	cols   []column
 	schema *parquet.Schema
+	rep    reporter
 }
 
 // NewSchema maps every column of t. It fails when a column's name is empty,
@@ -145,55 +147,31 @@ func schemaName(id cdc.TableID) string {
 	return strings.NewReplacer(".", "_", " ", "_").Replace(id.Schema + "_" + id.Name)
 }
 
-// mapColumn chooses the Parquet type and converter for one column.
+// mapColumn chooses the Parquet type and converter for one column: its
+// override, else by the type its values have (a domain's base type). An
+// array becomes a LIST of its element's mapping, except box[] (whose
+// elements are separated by ';') and arrays of arrays' text forms, which
+// stay text.
 func mapColumn(c cdc.Column) column {
 	col := column{name: c.Name, pgType: c.PGType}
 	if col.pgType == "" {
 		col.pgType = fmt.Sprintf("oid %d", c.TypeOID)
 	}
+	oid, mod := c.ValueType()
+	elem := c.ElemTypeOID
+	if elem == 0 {
+		elem = builtinArrayElem[oid]
+	}
 	var leaf parquet.Node
-	switch c.TypeOID {
-	case oidBool:
-		leaf, col.parquetType, col.conv = parquet.Leaf(parquet.BooleanType), "BOOLEAN", convBool
-	case oidInt2:
-		leaf, col.parquetType, col.conv = parquet.Int(16), "INT16", convInt16
-	case oidInt4:
-		leaf, col.parquetType, col.conv = parquet.Int(32), "INT32", convInt32
-	case oidInt8:
-		leaf, col.parquetType, col.conv = parquet.Int(64), "INT64", convInt64
-	case oidOID:
-		// oid is unsigned 32-bit. INT64 holds it exactly and, unlike
-		// INT(32, unsigned), maps to Iceberg, which has no unsigned types.
-		leaf, col.parquetType, col.conv = parquet.Int(64), "INT64", convOID
-	case oidFloat4:
-		leaf, col.parquetType, col.conv = parquet.Leaf(parquet.FloatType), "FLOAT", convFloat4
-	case oidFloat8:
-		leaf, col.parquetType, col.conv = parquet.Leaf(parquet.DoubleType), "DOUBLE", convFloat8
-	case oidNumeric:
-		if p, s, ok := numericTypmod(c.TypeMod); ok {
-			leaf, col.conv = decimalNode(p, s)
-			col.parquetType = fmt.Sprintf("DECIMAL(%d,%d)", p, s)
-		} else {
-			// Unconstrained numeric (or beyond DECIMAL's reach): PostgreSQL's
-			// exact text, never a lossy double.
-			leaf, col.parquetType, col.conv = parquet.String(), "STRING", convText
-		}
-	case oidBytea:
-		leaf, col.parquetType, col.conv = parquet.Leaf(parquet.ByteArrayType), "BINARY", convBytea
-	case oidDate:
-		leaf, col.parquetType, col.conv = parquet.Date(), "DATE", convDate
-	case oidTimestamp:
-		leaf, col.parquetType, col.conv = parquet.TimestampAdjusted(parquet.Microsecond, false), "TIMESTAMP(us)", convTimestamp
-	case oidTimestampTZ:
-		leaf, col.parquetType, col.conv = parquet.TimestampAdjusted(parquet.Microsecond, true), "TIMESTAMP(us,UTC)", convTimestampTZ
-	case oidUUID:
-		leaf, col.parquetType, col.conv = parquet.UUID(), "UUID", convUUID
-	case oidJSON, oidJSONB:
-		leaf, col.parquetType, col.conv = parquet.JSON(), "JSON", convJSON
-	default:
-		// text, varchar, bpchar, name, "char" and every type without a
-		// typed mapping (time, interval, arrays, enums, ...): the text form.
+	switch {
+	case c.Repr == ReprString:
 		leaf, col.parquetType, col.conv = parquet.String(), "STRING", convText
+	case elem != 0 && elem != oidBox:
+		// An array column's typmod is its element's (numeric(10,2)[]).
+		el, name, conv := scalarMapping(elem, mod, len(c.EnumLabels) > 0)
+		leaf, col.parquetType, col.elem = parquet.List(parquet.Optional(el)), "LIST<"+name+">", conv
+	default:
+		leaf, col.parquetType, col.conv = scalarMapping(oid, mod, len(c.EnumLabels) > 0)
 	}
 	col.node = parquet.Optional(leaf)
 	if c.FieldID > 0 {
@@ -201,6 +179,8 @@ func mapColumn(c cdc.Column) column {
 	}
 	return col
 }
+
+func decimalName(p, s int) string { return fmt.Sprintf("DECIMAL(%d,%d)", p, s) }
 
 // numericTypmod decodes numeric(p,s) from its typmod and reports whether it
 // fits a Parquet DECIMAL: 1 ≤ p ≤ 38 and 0 ≤ s ≤ p. PostgreSQL 15 allows a
@@ -235,13 +215,19 @@ func (s *Schema) ManifestColumns(t *cdc.Table) []manifest.Column {
 	out := make([]manifest.Column, len(t.Columns))
 	for i, c := range t.Columns {
 		out[i] = manifest.Column{
-			Name:        c.Name,
-			PGType:      c.PGType,
-			ParquetType: s.cols[i].parquetType,
-			Nullable:    !c.NotNull,
-			FieldID:     c.FieldID,
-			TypeOID:     c.TypeOID,
-			TypeMod:     c.TypeMod,
+			Name:           c.Name,
+			PGType:         c.PGType,
+			ParquetType:    s.cols[i].parquetType,
+			Nullable:       !c.NotNull,
+			FieldID:        c.FieldID,
+			TypeOID:        c.TypeOID,
+			TypeMod:        c.TypeMod,
+			ElementTypeOID: c.ElemTypeOID,
+			EnumLabels:     append([]string(nil), c.EnumLabels...),
+			Representation: c.Repr,
+		}
+		if c.BaseTypeOID != 0 && (c.BaseTypeOID != c.TypeOID || c.BaseTypeMod != c.TypeMod) {
+			out[i].BaseTypeOID, out[i].BaseTypeMod = c.BaseTypeOID, c.BaseTypeMod
 		}
 	}
 	return out

@@ -38,6 +38,7 @@ func allTypes() *cdc.Table {
 		{Name: "jb", TypeOID: oidJSONB, TypeMod: -1, PGType: "jsonb"},
 		{Name: "iv", TypeOID: 1186, TypeMod: -1, PGType: "interval"},
 		{Name: "arr", TypeOID: 1007, TypeMod: -1, PGType: "integer[]"},
+		{Name: "tm", TypeOID: oidTime, TypeMod: -1, PGType: "time without time zone"},
 	}
 	for i := range cols {
 		cols[i].FieldID = i + 1

@@ -19,7 +19,24 @@ const (
 	maxTimestampDays = math.MaxInt64/microsPerDay - 1
 )
 
+// The values written for ±infinity (RuleInfinity): DuckDB's own
+// representations, which it reads back from Parquet as ±infinity. No finite
+// PostgreSQL value maps to them: dates end about 2.1e9 days after 1970, and
+// finite timestamps stay within maxTimestampDays.
+const (
+	dateInfinity      = math.MaxInt32
+	dateNegInfinity   = -math.MaxInt32
+	timestampInfinity = math.MaxInt64
+	timestampNegInf   = -math.MaxInt64
+)
+
 func convDate(buf, text []byte) (parquet.Value, []byte, error) {
+	switch string(text) {
+	case "infinity":
+		return parquet.Int32Value(dateInfinity), buf, appliedInfinity
+	case "-infinity":
+		return parquet.Int32Value(dateNegInfinity), buf, appliedInfinity
+	}
 	days, rest, err := parseDate(text)
 	if err != nil {
 		return parquet.Value{}, buf, err
@@ -34,12 +51,30 @@ func convDate(buf, text []byte) (parquet.Value, []byte, error) {
 }
 
 func convTimestamp(buf, text []byte) (parquet.Value, []byte, error) {
-	us, err := parseTimestamp(text, false)
-	return parquet.Int64Value(us), buf, err
+	return convTimestampZone(buf, text, false)
 }
 
 func convTimestampTZ(buf, text []byte) (parquet.Value, []byte, error) {
-	us, err := parseTimestamp(text, true)
+	return convTimestampZone(buf, text, true)
+}
+
+func convTimestampZone(buf, text []byte, withZone bool) (parquet.Value, []byte, error) {
+	switch string(text) {
+	case "infinity":
+		return parquet.Int64Value(timestampInfinity), buf, appliedInfinity
+	case "-infinity":
+		return parquet.Int64Value(timestampNegInf), buf, appliedInfinity
+	}
+	us, err := parseTimestamp(text, withZone)
+	if err == errRange && len(text) > 0 && text[0] >= '0' && text[0] <= '9' && !bytes.HasSuffix(text, []byte(" BC")) {
+		if days, _, derr := parseDate(text); derr == nil && days > maxTimestampDays {
+			// PostgreSQL's last ~29 years (294247..294276) lie beyond
+			// INT64 microseconds since 1970, which no TIMESTAMP(us)
+			// reader can hold: later than every representable instant,
+			// written as +infinity (RuleTimestampRange).
+			return parquet.Int64Value(timestampInfinity), buf, appliedTimestampRange
+		}
+	}
 	return parquet.Int64Value(us), buf, err
 }
 

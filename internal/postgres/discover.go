@@ -206,6 +206,9 @@ func describe(ctx context.Context, c *pgx.Conn, rels []relation) ([]*cdc.Table, 
 	if err != nil {
 		return nil, fmt.Errorf("read columns: %w", err)
 	}
+	if err := resolveTypes(ctx, c, tables); err != nil {
+		return nil, fmt.Errorf("read column types: %w", err)
+	}
 
 	// Key columns in index order; a table has at most one primary key and at
 	// most one replica identity index.
@@ -348,4 +351,100 @@ func checkNames(tables []*cdc.Table) error {
 		Msg:   strings.Join(problems, "; "),
 		Hint:  strings.Join(fixes, "; ") + ", or leave the table out with tables.exclude",
 	}
+}
+
+// pgType is the part of a pg_type row the Parquet mapping needs.
+type pgType struct {
+	typtype   string // b base, d domain, e enum, c composite, r range, ...
+	base      uint32 // a domain's base type
+	typmod    int32  // a domain's typmod of its base type
+	elem      uint32 // an array's element type
+	array     bool   // a true array (category A, variable length, ',' delimited)
+	enumLabel []string
+}
+
+// resolveTypes fills each column's BaseTypeOID/BaseTypeMod (domains
+// resolved), ElemTypeOID (an array's element, domains resolved) and
+// EnumLabels (of an enum, or an enum array's element). TypeOID stays what
+// pgoutput's Relation message reports.
+func resolveTypes(ctx context.Context, c *pgx.Conn, tables []*cdc.Table) error {
+	cache := map[uint32]*pgType{}
+	get := func(oid uint32) (*pgType, error) {
+		if t, ok := cache[oid]; ok {
+			return t, nil
+		}
+		t := &pgType{}
+		var delim string
+		var category string
+		var typlen int16
+		err := c.QueryRow(ctx, `SELECT typtype::text, typbasetype, typtypmod, typelem, typcategory::text, typlen, typdelim::text
+			FROM pg_type WHERE oid = $1`, oid).Scan(&t.typtype, &t.base, &t.typmod, &t.elem, &category, &typlen, &delim)
+		if err != nil {
+			return nil, fmt.Errorf("type %d: %w", oid, err)
+		}
+		// int2vector and oidvector are category A but print "1 2 3".
+		t.array = category == "A" && typlen == -1 && t.elem != 0 && oid != 22 && oid != 30
+		if t.array {
+			var ed string
+			if err := c.QueryRow(ctx, `SELECT typdelim::text FROM pg_type WHERE oid = $1`, t.elem).Scan(&ed); err != nil {
+				return nil, fmt.Errorf("type %d: %w", t.elem, err)
+			}
+			t.array = ed == "," // box[] separates elements with ';'
+		}
+		if t.typtype == "e" {
+			rows, err := c.Query(ctx, `SELECT enumlabel::text FROM pg_enum WHERE enumtypid = $1 ORDER BY enumsortorder`, oid)
+			if err != nil {
+				return nil, fmt.Errorf("enum %d: %w", oid, err)
+			}
+			if t.enumLabel, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return nil, fmt.Errorf("enum %d: %w", oid, err)
+			}
+		}
+		cache[oid] = t
+		return t, nil
+	}
+	// base follows a chain of domains; a domain's own typmod wins over the
+	// column's (which is -1 for a domain column).
+	base := func(oid uint32, mod int32) (uint32, int32, *pgType, error) {
+		for range 32 {
+			t, err := get(oid)
+			if err != nil {
+				return 0, 0, nil, err
+			}
+			if t.typtype != "d" {
+				return oid, mod, t, nil
+			}
+			oid, mod = t.base, t.typmod
+		}
+		return 0, 0, nil, fmt.Errorf("type %d: domain chain too long", oid)
+	}
+	for _, tbl := range tables {
+		for i := range tbl.Columns {
+			col := &tbl.Columns[i]
+			oid, mod, t, err := base(col.TypeOID, col.TypeMod)
+			if err != nil {
+				return err
+			}
+			if oid != col.TypeOID || mod != col.TypeMod {
+				col.BaseTypeOID, col.BaseTypeMod = oid, mod // a domain
+			}
+			if len(t.enumLabel) > 0 {
+				col.EnumLabels = t.enumLabel
+			}
+			if t.array {
+				elem, emod, et, err := base(t.elem, mod)
+				if err != nil {
+					return err
+				}
+				col.ElemTypeOID = elem
+				if emod != mod {
+					col.BaseTypeOID, col.BaseTypeMod = oid, emod // an array of a domain
+				}
+				if len(et.enumLabel) > 0 {
+					col.EnumLabels = et.enumLabel
+				}
+			}
+		}
+	}
+	return nil
 }

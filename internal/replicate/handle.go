@@ -83,6 +83,15 @@ func (s *Service) schema(t *cdc.Table) (*parquetfile.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("table %s: parquet schema: %w", t.ID, err)
 	}
+	if err := s.checkRecordedTypes(t, sc); err != nil {
+		return nil, err
+	}
+	// A value a documented type rule changed lands and is counted in the
+	// delta's manifest entry; the first of each column is logged.
+	sc.SetReporter(func(a parquetfile.Adjustment) {
+		s.log.Warn("value written by a type rule", "table", a.Table.String(), "column", a.Column,
+			"rule", string(a.Rule), "key", a.Key, "value", a.Value, "detail", a.String())
+	})
 	s.schemas[t.ID] = sc
 	return sc, nil
 }

@@ -91,6 +91,12 @@ func Canonical(v any) string {
 		return scaledDecimal(x.Value, int(x.Scale))
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
+	case pgtype.Time:
+		// time of day; DuckDB returns TIME as a time.Time on 0001-01-01 UTC.
+		if !x.Valid {
+			return "NULL"
+		}
+		return time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(x.Microseconds) * time.Microsecond).Format(time.RFC3339Nano)
 	case []byte:
 		if x == nil {
 			return "NULL"

@@ -13,9 +13,9 @@ func TestSourceQuery(t *testing.T) {
 		"pad":    {oid: 1042, typmod: 7, collatable: true},
 		"amount": {oid: 1700, typmod: 12<<16 | 3 + 4},
 		"free":   {oid: 1700, typmod: -1},
-		"at":     {oid: 1083, typmod: -1}, // time: stored as text
+		"at":     {oid: 1083, typmod: -1}, // time: TIME(us)
 		"doc":    {oid: 114, typmod: -1},
-		"tags":   {oid: 1009, typmod: -1, collatable: true}, // text[]
+		"tags":   {oid: 1009, typmod: -1, collatable: true}, // text[]: LIST<STRING>
 		`we"ird`: {oid: 23, typmod: -1},
 	}
 	id := cdc.TableID{Schema: "app", Name: "Orders"}
@@ -24,8 +24,8 @@ func TestSourceQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `SELECT "id", "name", "pad", "amount", "free"::text, "at"::text, "doc", "tags"::text, "we""ird" FROM "app"."Orders"` +
-		` ORDER BY "name" COLLATE "C", "id", "doc"::text COLLATE "C", "free"::text COLLATE "C", "tags"::text COLLATE "C"`
+	want := `SELECT "id", "name", "pad", "amount", "free"::text, "at", "doc", "tags", "we""ird" FROM "app"."Orders"` +
+		` ORDER BY "name" COLLATE "C", "id", "doc"::text COLLATE "C", "free"::text COLLATE "C", "tags" COLLATE "C"`
 	if q != want {
 		t.Errorf("query:\n got %s\nwant %s", q, want)
 	}

@@ -61,7 +61,7 @@ func Run(ctx context.Context, src Source, store blob.Store, tables []*cdc.Table,
 	for _, t := range tables {
 		g.Go(func() error {
 			started := time.Now()
-			b, err := copyTable(gctx, src, store, t, opts)
+			b, err := copyTable(gctx, src, store, t, opts, log)
 			if err != nil {
 				return fmt.Errorf("snapshot table %s: %w", t.ID, err)
 			}
@@ -79,11 +79,15 @@ func Run(ctx context.Context, src Source, store blob.Store, tables []*cdc.Table,
 	return bases, nil
 }
 
-func copyTable(ctx context.Context, src Source, store blob.Store, t *cdc.Table, opts Options) (*manifest.Base, error) {
+func copyTable(ctx context.Context, src Source, store blob.Store, t *cdc.Table, opts Options, log *slog.Logger) (*manifest.Base, error) {
 	schema, err := parquetfile.NewSchema(t)
 	if err != nil {
 		return nil, err
 	}
+	schema.SetReporter(func(a parquetfile.Adjustment) {
+		log.Warn("value written by a type rule", "table", a.Table.String(), "column", a.Column,
+			"rule", string(a.Rule), "key", a.Key, "value", a.Value, "detail", a.String())
+	})
 	dir := filepath.Join(opts.SpoolDir, "snapshot")
 	base := &manifest.Base{Epoch: 0, MaxLSN: opts.LSN, Files: []manifest.File{}}
 	var part *spool.File
@@ -102,6 +106,12 @@ func copyTable(ctx context.Context, src Source, store blob.Store, t *cdc.Table, 
 			return err
 		}
 		base.Files = append(base.Files, manifest.File{Path: key, Rows: part.Rows(), Bytes: size})
+		for col, n := range part.Adjusted() {
+			if base.Adjusted == nil {
+				base.Adjusted = map[string]int64{}
+			}
+			base.Adjusted[col] += n
+		}
 		err = part.Remove()
 		part = nil
 		return err

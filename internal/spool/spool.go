@@ -46,6 +46,10 @@ func (s *File) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	return s.pw.Write(meta, values)
 }
 
+// Adjusted returns, per column, the values written so far that a documented
+// type rule changed (parquetfile.Writer.Adjusted).
+func (s *File) Adjusted() map[string]int64 { return s.pw.Adjusted() }
+
 // Rows returns the rows written so far.
 func (s *File) Rows() int64 { return s.pw.Rows() }
 

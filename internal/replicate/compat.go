@@ -1,0 +1,38 @@
+package replicate
+
+import (
+	"fmt"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+)
+
+// checkRecordedTypes refuses to write a table whose columns this build
+// would map to other Parquet types than the manifest records (for example a
+// sink initialised by a version that stored arrays as text). Deltas must use
+// the types of the base and of every earlier delta, or readers that merge
+// them see a column change type between files.
+func (s *Service) checkRecordedTypes(t *cdc.Table, sc *parquetfile.Schema) error {
+	mt := s.committer.Manifest.Current().Tables[t.ID.String()]
+	if mt == nil {
+		return nil
+	}
+	sv := mt.CurrentSchema()
+	if sv == nil {
+		return nil
+	}
+	for i, c := range sv.Columns {
+		if i >= len(t.Columns) {
+			break
+		}
+		if got := sc.ParquetType(i); c.ParquetType != "" && got != c.ParquetType {
+			return &cdc.Error{
+				Class: cdc.ErrSchemaChanged,
+				Msg: fmt.Sprintf("table %s column %q: the manifest records Parquet type %s, this version writes %s",
+					t.ID, c.Name, c.ParquetType, got),
+				Hint: "the sink was initialised by another version of pg-cdc with another type mapping; run the version that initialised it, or rebuild on a new storage path (docs/types.md)",
+			}
+		}
+	}
+	return nil
+}
