@@ -133,7 +133,25 @@ func printAdjusted(out io.Writer, m *manifest.Manifest, keys []string) {
 		for _, c := range cols {
 			fmt.Fprintf(out, "adjusted:  %s column %q: %d values written by a type rule (docs/types.md)\n", k, c, sum[c])
 		}
+		lost := map[string]int64{}
+		for _, d := range t.Deltas {
+			for c, n := range d.UnrecoveredTOAST {
+				lost[c] += n
+			}
+		}
+		for _, c := range sortedKeys(lost) {
+			fmt.Fprintf(out, "unchanged: %s column %q: %d rows left a TOASTed value unchanged after a key change and could not recover it (docs/decisions.md)\n", k, c, lost[c])
+		}
 	}
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func humanBytes(n int64) string {

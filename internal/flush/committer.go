@@ -107,9 +107,10 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 			}
 			t.Deltas = append(t.Deltas, manifest.Delta{
 				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
-				SchemaVersion: t.SchemaVersion,
-				Files:         []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
-				Adjusted:      f.adjusted,
+				SchemaVersion:    t.SchemaVersion,
+				Files:            []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
+				Adjusted:         f.adjusted,
+				UnrecoveredTOAST: f.td.unrecovered,
 			})
 		}
 		m.Epoch = e.Number

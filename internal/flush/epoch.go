@@ -31,6 +31,9 @@ type tableDelta struct {
 	file   *spool.File
 	minLSN cdc.LSN
 	maxLSN cdc.LSN
+	// unrecovered counts, per column, unchanged TOAST values that could not
+	// be filled in after a key change (see replicate's recoverUnchanged).
+	unrecovered map[string]int64
 }
 
 // NewEpoch starts an empty epoch whose spool files go under dir. schema
@@ -69,6 +72,20 @@ func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
 	e.pending.Rows++
 	e.pending.Bytes += int64(c.Size())
 	return nil
+}
+
+// CountUnrecovered records that the row just written for t left column
+// listed in __unchanged with no earlier version of its key to take it from.
+// The count lands in the delta's manifest entry.
+func (e *Epoch) CountUnrecovered(t *cdc.Table, column string) {
+	td := e.tables[t.ID]
+	if td == nil {
+		return // nothing was written for t: nothing to count against
+	}
+	if td.unrecovered == nil {
+		td.unrecovered = map[string]int64{}
+	}
+	td.unrecovered[column]++
 }
 
 // CommitTxn marks the end of the transaction whose rows were just written. A

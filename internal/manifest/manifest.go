@@ -126,6 +126,11 @@ type Delta struct {
 	// Adjusted counts, per column, the values of these files that a
 	// documented type rule changed (docs/types.md); absent when none.
 	Adjusted map[string]int64 `json:"adjusted,omitempty"`
+	// UnrecoveredTOAST counts, per column, rows of these files that list
+	// the column in __unchanged although no earlier version of their key
+	// holds it: a key-changing UPDATE left a TOASTed value unchanged and the
+	// row was gone from the source before it could be read back.
+	UnrecoveredTOAST map[string]int64 `json:"unrecovered_toast,omitempty"`
 }
 
 // File is one Parquet file, by key relative to the sink root.

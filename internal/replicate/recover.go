@@ -30,15 +30,25 @@ type RowReader interface {
 // stays listed in __unchanged, the case is counted and logged: the merged
 // state of that key holds no value for it until a later change writes one.
 func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c *cdc.Change) error {
+	var lost []string
 	if c.KeyChanged {
-		if err := s.recoverUnchanged(ctx, c); err != nil {
+		var err error
+		if lost, err = s.recoverUnchanged(ctx, c); err != nil {
 			return err
 		}
 	}
-	return e.Write(meta, c)
+	if err := e.Write(meta, c); err != nil {
+		return err
+	}
+	for _, column := range lost {
+		e.CountUnrecovered(c.Table, column)
+	}
+	return nil
 }
 
-func (s *Service) recoverUnchanged(ctx context.Context, c *cdc.Change) error {
+// recoverUnchanged fills in c's unchanged values from the source and returns
+// the names of the columns it could not fill.
+func (s *Service) recoverUnchanged(ctx context.Context, c *cdc.Change) ([]string, error) {
 	var cols []int
 	for i, v := range c.Values {
 		if v.Kind == cdc.DatumUnchanged {
@@ -46,12 +56,11 @@ func (s *Service) recoverUnchanged(ctx context.Context, c *cdc.Change) error {
 		}
 	}
 	if len(cols) == 0 {
-		return nil
+		return nil, nil
 	}
 	t := c.Table
 	if s.rows == nil {
-		s.unrecovered(c, cols, "no source connection to read it from")
-		return nil
+		return s.unrecovered(c, cols, "no source connection to read it from"), nil
 	}
 	key := make([]cdc.Datum, len(t.PrimaryKey))
 	for i, name := range t.PrimaryKey {
@@ -59,22 +68,23 @@ func (s *Service) recoverUnchanged(ctx context.Context, c *cdc.Change) error {
 	}
 	vals, found, err := s.rows.ReadRow(ctx, t, key, cols)
 	if err != nil {
-		return fmt.Errorf("table %s: read unchanged TOAST values after a key change: %w", t.ID, err)
+		return nil, fmt.Errorf("table %s: read unchanged TOAST values after a key change: %w", t.ID, err)
 	}
 	if !found {
-		s.unrecovered(c, cols, "the row no longer exists under its new key")
-		return nil
+		return s.unrecovered(c, cols, "the row no longer exists under its new key"), nil
 	}
 	for j, i := range cols {
 		c.Values[i] = vals[j]
 	}
 	s.log.Debug("recovered unchanged TOAST values after a key change", "table", t.ID.String(), "columns", len(cols))
-	return nil
+	return nil, nil
 }
 
-func (s *Service) unrecovered(c *cdc.Change, cols []int, why string) {
+func (s *Service) unrecovered(c *cdc.Change, cols []int, why string) []string {
+	names := make([]string, 0, len(cols))
 	for _, i := range cols {
 		name := c.Table.Columns[i].Name
+		names = append(names, name)
 		key := c.Table.ID.String() + "." + name
 		s.unrecoveredCount[key]++
 		if s.unrecoveredCount[key] == 1 {
@@ -82,4 +92,5 @@ func (s *Service) unrecovered(c *cdc.Change, cols []int, why string) {
 				"table", c.Table.ID.String(), "column", name, "reason", why)
 		}
 	}
+	return names
 }
