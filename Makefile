@@ -14,7 +14,7 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/blob/... ./internal/failpoint/... ./internal/replicate/...
 PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate)(/|$$)
 
-.PHONY: all build test unit integration demo check fmt vet tidy clean postgres
+.PHONY: all build test unit integration demo check fmt vet tidy clean postgres bench
 
 all: build
 
@@ -34,6 +34,13 @@ unit:
 
 demo: postgres build
 	$(GO) run ./cmd/pg-cdc-demo --bin $(BIN)
+
+# Benchmarks (issue 3): a throwaway PostgreSQL, the workloads, pg-cdc
+# against the reference clients of bench/; writes BENCHMARKS.md in about ten
+# minutes. BENCH_FLAGS=--full adds the 10M-row snapshot; see --help.
+BENCH_FLAGS ?=
+bench: postgres build
+	$(GO) run ./bench/cmd/pgcdc-bench --bin $(BIN) --out BENCHMARKS.md $(BENCH_FLAGS)
 
 check: fmt vet unit
 

@@ -17,7 +17,10 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	stopProfiles := startProfiles()
+	code := run(os.Args[1:])
+	stopProfiles()
+	os.Exit(code)
 }
 
 func run(args []string) int {

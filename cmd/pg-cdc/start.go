@@ -126,6 +126,12 @@ func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush
 		return err
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
+	// Where the server is now: a backlog up to here is flushed as soon as it
+	// has been read (replicate.Config.CatchUp).
+	_, serverEnd, err := repl.IdentifySystem(ctx)
+	if err != nil {
+		return err
+	}
 	if err := repl.StartReplication(ctx, slotName, m.Source.Publication, m.EndLSN); err != nil {
 		return err
 	}
@@ -142,6 +148,7 @@ func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush
 		StateDir:        filepath.Join(cfg.State.Path, "stream"),
 		MemoryBudget:    cfg.Replication.MemoryBudgetBytes,
 		XIDRef:          xidRef,
+		CatchUp:         serverEnd,
 		Rows:            db,
 	}, replSource{repl}, fc, log)
 	if err != nil {

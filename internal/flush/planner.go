@@ -30,6 +30,9 @@ const (
 	DueInterval Reason = "interval"
 	DueRows     Reason = "rows"
 	DueBytes    Reason = "bytes"
+	// DueCaughtUp: the stream has reached the server's position at start-up
+	// (the caller decides; see replicate.Config.CatchUp).
+	DueCaughtUp Reason = "caught-up"
 )
 
 // Due reports whether an epoch holding p should be flushed at now. An empty

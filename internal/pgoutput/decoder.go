@@ -63,11 +63,19 @@ func (d *Decoder) Decode(walData []byte) (Message, error) {
 	if err := checkFrame(walData, d.inStream); err != nil {
 		return nil, err
 	}
-	raw, err := parse(walData, d.inStream)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s message: %w", ErrProtocol, messageName(typ), err)
+	var (
+		msg Message
+		err error
+	)
+	switch typ {
+	case 'I', 'U', 'D':
+		msg, err = d.decodeDML(walData)
+	default:
+		var raw pglogrepl.Message
+		if raw, err = parse(walData, d.inStream); err == nil {
+			msg, err = d.convert(raw)
+		}
 	}
-	msg, err := d.convert(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s message: %w", ErrProtocol, messageName(typ), err)
 	}

@@ -36,6 +36,11 @@ type Options struct {
 	BinDir string
 	// Logf, when set, receives one line per step (initdb, start, stop).
 	Logf func(format string, args ...any)
+	// Settings are extra postgresql.conf lines ("name = value"), written
+	// after the defaults so that they win; benchmarks use them, for example,
+	// to restore logical_decoding_work_mem to PostgreSQL's own default. A line
+	// may not contain a newline.
+	Settings []string
 }
 
 // Cluster is a PostgreSQL cluster started by StartCluster. Its methods are
@@ -46,10 +51,11 @@ type Cluster struct {
 	// Dir holds the data directory, the log and the Unix socket.
 	Dir string
 
-	bin     string
-	runAs   *osUser
-	logf    func(format string, args ...any)
-	autoDir bool // Dir was created by StartCluster
+	bin      string
+	settings []string
+	runAs    *osUser
+	logf     func(format string, args ...any)
+	autoDir  bool // Dir was created by StartCluster
 	// autoPort: Port was picked here, so a start that loses the port to
 	// another process may pick another one.
 	autoPort bool
@@ -73,7 +79,12 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Port: opts.Port, Dir: opts.Dir, bin: bin, runAs: runAs, logf: opts.Logf}
+	for _, line := range opts.Settings {
+		if strings.ContainsAny(line, "\r\n") {
+			return nil, fmt.Errorf("setting %q: a setting is one line", line)
+		}
+	}
+	c := &Cluster{Port: opts.Port, Dir: opts.Dir, bin: bin, settings: opts.Settings, runAs: runAs, logf: opts.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -291,6 +302,9 @@ full_page_writes = off
 shared_buffers = 128MB
 wal_sender_timeout = 60s
 `, c.Port, strings.ReplaceAll(c.Dir, "'", "''"))
+	if len(c.settings) > 0 {
+		conf += "# Options.Settings\n" + strings.Join(c.settings, "\n") + "\n"
+	}
 	hba := `# Written by pgtest: loopback only, trust.
 local all         all                trust
 host  all         all  127.0.0.1/32  trust

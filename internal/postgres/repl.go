@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -21,6 +24,9 @@ type ReplConn struct {
 	conn   *pgconn.PgConn
 	server string
 	slot   string // the slot being streamed, once StartReplication succeeded
+	// readDeadline is the socket read deadline receive last set, or zero
+	// when it has expired.
+	readDeadline time.Time
 }
 
 // ConnectReplication opens a replication connection with the session
@@ -33,6 +39,9 @@ func ConnectReplication(ctx context.Context, url string) (*ReplConn, error) {
 	}
 	applySessionParams(cfg)
 	cfg.RuntimeParams["replication"] = "database"
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, replReadBuffer), w)
+	}
 	server := serverName(cfg)
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -109,6 +118,10 @@ func (r *ReplConn) StartReplication(ctx context.Context, slot, publication strin
 		return fmt.Errorf("start replication from slot %q on %s: %w", slot, r.server, err)
 	}
 	r.slot = slot
+	// Only now: the start-up exchange is a few small messages. Without the
+	// option (another OS, a proxy) the stream works the same, a little
+	// slower.
+	_ = setRcvLowat(r.conn.Conn(), replRcvLowat)
 	return nil
 }
 
@@ -161,7 +174,7 @@ func (r *ReplConn) Receive(ctx context.Context) (Message, error) {
 		return Message{}, errors.New("receive replication message: replication has not started")
 	}
 	for {
-		msg, err := r.conn.ReceiveMessage(ctx)
+		msg, err := r.receive(ctx)
 		if err != nil {
 			// A FATAL server error arrives here rather than as a message:
 			// pgconn closes the connection and returns it as an error.
@@ -197,6 +210,79 @@ func (r *ReplConn) Receive(ctx context.Context) (Message, error) {
 			return Message{}, fmt.Errorf("replication slot %q on %s: unexpected protocol message %T", r.slot, r.server, msg)
 		}
 	}
+}
+
+// Socket tuning of the replication connection, measured in BENCHMARKS.md
+// (issue 3). Reading the stream in large batches matters on both sides: a
+// client that wakes for every message makes the walsender send (and spend
+// CPU on) small packets, and costs the client a system call per 8 KiB.
+const (
+	// replRcvLowat (SO_RCVLOWAT) lets the kernel wake the reader only once
+	// this much is queued...
+	replRcvLowat = 64 << 10
+	// ...and replPoll bounds how long a shorter tail (the end of a burst, a
+	// keepalive) waits before it is read anyway.
+	replPoll = 100 * time.Millisecond
+	// replReadBuffer is what one read(2) may take (pgconn reads 8 KiB).
+	replReadBuffer = 256 << 10
+)
+
+// receive reads the next protocol message, honouring ctx's deadline with the
+// socket's read deadline rather than pgconn's context watcher: the watcher
+// costs a timer registration and a few allocations on every call, most of
+// which return a message already buffered (several percent of pg-cdc's CPU
+// when it drained a backlog). The socket deadline is the earlier of ctx's
+// deadline and replPoll from when it was set, and is set again only when it
+// expires or ctx's deadline moves before it, so the replication loop (which
+// passes the same deadline for many calls) sets it a few times a second.
+//
+// Cancelling ctx is noticed when the socket deadline expires, within
+// replPoll. The deadline stays on the socket after Receive returns; nothing
+// else reads from a streaming connection, and a method that does must clear
+// it first.
+func (r *ReplConn) receive(ctx context.Context) (pgproto3.BackendMessage, error) {
+	deadline, hasDeadline := ctx.Deadline()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("receive message: %w", err)
+		}
+		if r.readDeadline.IsZero() || (hasDeadline && r.readDeadline.After(deadline)) {
+			if err := r.setReadDeadline(deadline, hasDeadline); err != nil {
+				return nil, err
+			}
+		}
+		msg, err := r.conn.ReceiveMessage(context.Background())
+		if err == nil || !isTimeout(err) || r.conn.IsClosed() {
+			return msg, err
+		}
+		// The socket deadline expired; the connection stays usable, and a
+		// message cut short is completed by the next read. Either ctx's
+		// deadline has passed (its timer may not have fired yet) or a new
+		// poll starts.
+		r.readDeadline = time.Time{}
+		if hasDeadline && !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("receive message: %w", context.DeadlineExceeded)
+		}
+	}
+}
+
+// isTimeout is apart from receive so that its error target does not escape
+// to the heap on every call.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+func (r *ReplConn) setReadDeadline(deadline time.Time, hasDeadline bool) error {
+	d := time.Now().Add(replPoll)
+	if hasDeadline && deadline.Before(d) {
+		d = deadline
+	}
+	if err := r.conn.Conn().SetReadDeadline(d); err != nil {
+		return fmt.Errorf("set read deadline: %w", err)
+	}
+	r.readDeadline = d
+	return nil
 }
 
 // parseCopyData decodes one CopyData payload of the replication stream.

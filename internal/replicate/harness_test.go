@@ -237,6 +237,7 @@ type options struct {
 	standby time.Duration
 	drain   time.Duration
 	budget  int64
+	catchUp cdc.LSN // Config.CatchUp
 }
 
 // harness runs one Service over a fakeSource and a memory sink.
@@ -297,6 +298,7 @@ func start(t *testing.T, o options) *harness {
 		StateDir:        t.TempDir(),
 		MemoryBudget:    o.budget,
 		XIDRef:          500,
+		CatchUp:         o.catchUp,
 	}, src, fc, log)
 	if err != nil {
 		t.Fatal(err)

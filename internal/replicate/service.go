@@ -28,6 +28,14 @@ type Config struct {
 	// XIDRef is a recent 64-bit transaction id of the source, used to extend
 	// the 32-bit xids pgoutput sends.
 	XIDRef cdc.XID
+	// CatchUp is the server's WAL position when the session started
+	// (IDENTIFY_SYSTEM), or zero. The first time the stream reaches it (a
+	// transaction ending there or later, or a keepalive saying the server
+	// has sent everything before it), the epoch is flushed at once instead
+	// of waiting out Limits.Interval: a backlog read at start-up becomes
+	// durable and confirmed as soon as it has been read. Once per session,
+	// so a live stream keeps its batching.
+	CatchUp cdc.LSN
 	// Rows reads rows from the source to recover TOAST values a key-changing
 	// UPDATE did not send (optional).
 	Rows RowReader
@@ -58,6 +66,7 @@ type Service struct {
 	xidRef     cdc.XID
 	lastStatus time.Time
 	lastIdle   time.Time
+	catchUp    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
 
 	rows             RowReader        // recovers TOAST values after key changes; may be nil
 	unrecoveredCount map[string]int64 // "schema.table.column" → values left unchanged
@@ -86,6 +95,7 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		schemas: map[cdc.TableID]*parquetfile.Schema{},
 		durable: m.EndLSN,
 		xidRef:  cfg.XIDRef,
+		catchUp: cfg.CatchUp,
 
 		rows:             cfg.Rows,
 		unrecoveredCount: map[string]int64{},
@@ -152,10 +162,17 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("receive: %w", err)
 		}
 
-		if s.cur == nil && s.epoch != nil {
-			if reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now()); reason != flush.NotDue {
-				if err := s.flush(ioCtx, reason); err != nil {
-					return err
+		if s.cur == nil {
+			caughtUp := s.caughtUp()
+			if s.epoch != nil {
+				reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now())
+				if reason == flush.NotDue && caughtUp && s.epoch.Pending().Txns > 0 {
+					reason = flush.DueCaughtUp
+				}
+				if reason != flush.NotDue {
+					if err := s.flush(ioCtx, reason); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -196,6 +213,18 @@ func (r *receiveCtx) stop() {
 	if r.cancel != nil {
 		r.cancel()
 	}
+}
+
+// caughtUp reports, once per session, that the stream has just reached
+// Config.CatchUp. The caller asks at transaction boundaries. Every
+// transaction that committed before a keepalive's position was sent before
+// that keepalive.
+func (s *Service) caughtUp() bool {
+	if s.catchUp == 0 || (s.serverEnd < s.catchUp && (s.epoch == nil || s.epoch.EndLSN() < s.catchUp)) {
+		return false
+	}
+	s.catchUp = 0
+	return true
 }
 
 func (s *Service) nextWake() time.Time {

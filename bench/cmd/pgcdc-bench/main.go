@@ -1,0 +1,112 @@
+// Command pgcdc-bench is what `make bench` runs (issue 3): it starts a
+// throwaway PostgreSQL, creates the workloads, measures pg-cdc against the
+// reference clients of package bench, alternating them run by run, and
+// writes BENCHMARKS.md.
+//
+// Measurements, in order:
+//
+//   - Backlog drain (W1–W4): for each repetition, pg-cdc is initialised and
+//     a bare-client slot (and a pg_recvlogical slot) is created, all before
+//     the backlog is written with every consumer off, so every consumer
+//     decodes exactly the same WAL. A non-transactional logical message after
+//     the backlog marks its end. Then, in an order that rotates from one
+//     repetition to the next, each consumer drains its own slot: the bare
+//     client (bench.Drain) and pg_recvlogical until the marker, pg-cdc start
+//     until the manifest holds every backlog row (then SIGTERM).
+//   - Snapshot (W5): pg-cdc init on a large table against raw COPY to a
+//     counter on one connection (binary: the ceiling; text: context).
+//   - Live lag: pg-cdc start while W1 runs at a fixed rate.
+//   - A CPU and allocation profile of pg-cdc draining W1.
+//
+// Every consumer runs as a child process, so wall time, CPU time and peak
+// RSS come from the same place (wait4's rusage) for all of them. The
+// subcommands "drain" and "copy" are those children for the Go clients.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	bin          string
+	out          string
+	dir          string
+	keep         bool
+	reps         int
+	rows         int
+	txnRows      int
+	wideRows     int
+	wideBytes    int
+	snapshotRows int
+	full         bool
+	only         string
+	flushSec     int
+	lagDuration  time.Duration
+	lagRate      int
+	profile      bool
+	recvlogical  bool
+	port         int
+	compare      string
+	profileDir   string
+	wideRandom   bool
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "drain":
+			os.Exit(childDrain(os.Args[2:]))
+		case "copy":
+			os.Exit(childCopy(os.Args[2:]))
+		}
+	}
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/pg-cdc", "the pg-cdc binary to measure")
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "the report to write")
+	flag.StringVar(&o.dir, "dir", "", "working directory (default: a new one under the temp dir, removed at the end)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (cluster, sinks, logs, profiles)")
+	flag.IntVar(&o.reps, "reps", 5, "repetitions of each measurement")
+	flag.IntVar(&o.rows, "rows", 1_000_000, "rows of W1 (inserts), W2 (updates) and W3 (one transaction)")
+	flag.IntVar(&o.txnRows, "txn-rows", 1000, "rows per transaction in W1, W2 and W4")
+	flag.IntVar(&o.wideRows, "wide-rows", 100_000, "rows of W4 (wide rows)")
+	flag.IntVar(&o.wideBytes, "wide-bytes", 8192, "text bytes per W4 row")
+	flag.BoolVar(&o.wideRandom, "wide-random", false, "W4 texts of random hex (incompressible) instead of English words")
+	flag.IntVar(&o.snapshotRows, "snapshot-rows", 2_000_000, "rows of the W5 snapshot table (--full: 10,000,000)")
+	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w5,lag (default all)")
+	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
+	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
+	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
+	flag.BoolVar(&o.profile, "profile", true, "profile one extra pg-cdc W1 drain (CPU and allocations)")
+	flag.BoolVar(&o.recvlogical, "recvlogical", true, "also time pg_recvlogical, when installed, as context")
+	flag.IntVar(&o.port, "port", 0, "PostgreSQL port (default: a free one)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of every pg-cdc run into this directory (investigation)")
+	flag.StringVar(&o.compare, "compare", "", "a second pg-cdc binary to drain every backlog too, alternating with --bin (A/B of a change)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "pgcdc-bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if o.full {
+		o.snapshotRows = max(o.snapshotRows, 10_000_000)
+	}
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1 and the row counts at least --txn-rows")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "pgcdc-bench: FAILED: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("pgcdc-bench: wrote %s in %s\n", o.out, time.Since(started).Round(time.Second))
+}
