@@ -36,6 +36,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/pgtest"
 )
 
@@ -166,6 +168,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 	stats.print(d.out)
+	if err := d.waitCaughtUp(ctx); err != nil {
+		return err
+	}
 
 	d.step(4, "Stop pg-cdc with SIGTERM (it drains, confirms, exits 0)")
 	began := time.Now()
@@ -398,5 +403,45 @@ func (d *demo) printLogTail(n int) {
 	}
 	for _, l := range lines {
 		d.printf("  %s\n", l)
+	}
+}
+
+// waitCaughtUp waits until pg-cdc has made durable everything the workload
+// committed. A SIGTERM drains only what pg-cdc has already received; the
+// rest stays in the slot for the next start, which is safe but would make
+// the summary's sink-versus-source check meaningless. A non-transactional
+// logical message marks the end: pg-cdc records its position in the
+// manifest only once every earlier transaction is durable.
+func (d *demo) waitCaughtUp(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, d.url)
+	if err != nil {
+		return fmt.Errorf("connect to mark the end of the workload: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var marker string
+	if err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message(false, 'pg-cdc-demo', 'end')::text`).Scan(&marker); err != nil {
+		return fmt.Errorf("mark the end of the workload: %w", err)
+	}
+	want, err := cdc.ParseLSN(marker)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, err := os.ReadFile(filepath.Join(d.sink, filepath.FromSlash(manifest.Key)))
+		if err == nil {
+			if m, err := manifest.Decode(b); err == nil && m.EndLSN >= want {
+				d.printf("pg-cdc caught up: the manifest holds everything committed up to %s\n", want)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pg-cdc did not make the workload durable within 2 minutes (waiting for %s)", want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
