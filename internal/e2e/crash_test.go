@@ -64,9 +64,23 @@ func TestKillAfterIdleInsertLosesNothing(t *testing.T) {
 	e.mustRun("init")
 	s := e.startSampler()
 	d := e.start()
-	time.Sleep(time.Second)
+	e.waitSlotActive(60 * time.Second)
 	e.exec(`INSERT INTO customers SELECT 100000 + g, 'bulk ' || g, g, now(), true FROM generate_series(1, 5000) g`)
-	time.Sleep(15 * time.Second)
+	inserted := time.Now()
+	// The walsender has sent the whole transaction: the daemon holds it
+	// (received, not durable) when it is killed.
+	var end string
+	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the walsender to send the insert", 60*time.Second, func() bool {
+		var sent bool
+		err := e.conn.QueryRow(context.Background(), `SELECT r.sent_lsn >= $2::pg_lsn FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, e.slot, end).Scan(&sent)
+		return err == nil && sent
+	})
+	// The scenario's wait: 15 s after the insert, well inside the interval.
+	time.Sleep(time.Until(inserted.Add(15 * time.Second)))
 	d.kill()
 	if m := e.manifest(); m.Epoch != 0 {
 		t.Fatalf("the 60 s interval had not passed, yet epoch %d was flushed", m.Epoch)

@@ -307,6 +307,30 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 	}
 }
 
+// waitProgress waits until the manifest's end LSN has moved past from: the
+// daemon has made part of a running workload durable.
+func (e *env) waitProgress(from cdc.LSN, timeout time.Duration) {
+	e.t.Helper()
+	e.waitFor("the manifest to move past "+from.String(), timeout, func() bool {
+		data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+		if err != nil {
+			return false
+		}
+		m, err := manifest.Decode(data)
+		return err == nil && m.EndLSN > from
+	})
+}
+
+// waitSlotActive waits until a daemon streams from the test's slot.
+func (e *env) waitSlotActive(timeout time.Duration) {
+	e.t.Helper()
+	e.waitFor("the slot to be active", timeout, func() bool {
+		var active bool
+		err := e.conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&active)
+		return err == nil && active
+	})
+}
+
 // waitCaughtUp waits until the manifest holds everything committed before
 // the call. It writes a non-transactional logical message and waits for the
 // manifest's end LSN to reach it: the daemon records a position past the

@@ -31,8 +31,10 @@ func TestPostgresRestartAndCrash(t *testing.T) {
 			return cluster.Start(ctx)
 		},
 	} {
+		before := e.manifest().EndLSN
 		w := runWorkloadFor(e.url, int64(10+i), 3*time.Second)
-		time.Sleep(1500 * time.Millisecond)
+		// Disrupt only once the daemon is streaming the workload.
+		e.waitProgress(before, 60*time.Second)
 		if err := disrupt(); err != nil {
 			t.Fatalf("disrupt PostgreSQL: %v", err)
 		}

@@ -107,8 +107,13 @@ func TestSigtermThenRestartWritesNoRowTwice(t *testing.T) {
 	s := e.startSampler()
 
 	d := e.start()
-	w := runWorkloadFor(e.url, 2, 4*time.Second)
-	time.Sleep(2 * time.Second)
+	w := runWorkloadFor(e.url, 2, 6*time.Second)
+	e.waitProgress(e.manifest().EndLSN, 30*time.Second)
+	select {
+	case <-w.done:
+		t.Fatal("the workload ended before the first flush; the stop would not be in its middle")
+	default:
+	}
 	d.stop() // in the middle of the workload
 	endAtStop := e.manifest().EndLSN
 	d = e.start()
