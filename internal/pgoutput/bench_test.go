@@ -10,12 +10,12 @@ import (
 // e jsonb) inside a transaction.
 func BenchmarkDecodeInsert(b *testing.B) {
 	rel := relationMsg(0, false, 16390, "public", "bench", 'd',
-		relCol{key: true, name: "id", typeOID: 20, typeMod: -1},
-		relCol{name: "a", typeOID: 23, typeMod: -1},
-		relCol{name: "b", typeOID: 25, typeMod: -1},
-		relCol{name: "c", typeOID: 1184, typeMod: -1},
-		relCol{name: "d", typeOID: 1700, typeMod: 12<<16 | 2 + 4},
-		relCol{name: "e", typeOID: 3802, typeMod: -1})
+		relCol{Key: true, Name: "id", TypeOID: 20, TypeMod: -1},
+		relCol{Name: "a", TypeOID: 23, TypeMod: -1},
+		relCol{Name: "b", TypeOID: 25, TypeMod: -1},
+		relCol{Name: "c", TypeOID: 1184, TypeMod: -1},
+		relCol{Name: "d", TypeOID: 1700, TypeMod: 12<<16 | 2 + 4},
+		relCol{Name: "e", TypeOID: 3802, TypeMod: -1})
 	ins := insertMsg(0, false, 16390, txt("123456"), txt("23456"), txt("e10adc3949ba59abbe56e057f20f883e"),
 		txt("2026-11-29 09:43:16.123456+00"), txt("1234.56"),
 		txt(`{"k": 123456, "v": "fcea920f7412b5da7be0cf42b8c93759", "tag": "t72"}`))

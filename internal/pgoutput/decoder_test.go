@@ -17,9 +17,9 @@ var commitTime = time.Date(2026, 11, 29, 8, 0, 0, 123456000, time.UTC)
 
 func ordersRelation(xid uint32, streamed bool) []byte {
 	return relationMsg(xid, streamed, ordersOID, "public", "orders", 'd',
-		relCol{key: true, name: "id", typeOID: 20, typeMod: -1},
-		relCol{name: "note", typeOID: 25, typeMod: -1},
-		relCol{name: "amount", typeOID: 1700, typeMod: 12<<16 | 3 + 4},
+		relCol{Key: true, Name: "id", TypeOID: 20, TypeMod: -1},
+		relCol{Name: "note", TypeOID: 25, TypeMod: -1},
+		relCol{Name: "amount", TypeOID: 1700, TypeMod: 12<<16 | 3 + 4},
 	)
 }
 
@@ -167,10 +167,10 @@ func TestDecodeRelationReplaced(t *testing.T) {
 	// ALTER TABLE orders ADD COLUMN tag text: PostgreSQL sends the relation
 	// again before the next change.
 	wider := relationMsg(0, false, ordersOID, "public", "orders", 'f',
-		relCol{key: true, name: "id", typeOID: 20, typeMod: -1},
-		relCol{name: "note", typeOID: 25, typeMod: -1},
-		relCol{name: "amount", typeOID: 1700, typeMod: -1},
-		relCol{name: "tag", typeOID: 25, typeMod: -1},
+		relCol{Key: true, Name: "id", TypeOID: 20, TypeMod: -1},
+		relCol{Name: "note", TypeOID: 25, TypeMod: -1},
+		relCol{Name: "amount", TypeOID: 1700, TypeMod: -1},
+		relCol{Name: "tag", TypeOID: 25, TypeMod: -1},
 	)
 	mustDecode(t, d, wider)
 	r, _ := d.Relation(ordersOID)
@@ -209,9 +209,9 @@ func TestDecodeErrors(t *testing.T) {
 			"relation public.orders (OID 16384): old tuple has 4 columns but the Relation message describes 3"},
 		{"update old tuple count", inTxn, updateMsg(0, false, ordersOID, 'O', []col{txt("1")}, []col{txt("1"), null, null}),
 			"old tuple has 1 columns but the Relation message describes 3"},
-		{"binary column", inTxn, insertMsg(0, false, ordersOID, txt("1"), col{'b', "\x00\x01"}, null),
+		{"binary column", inTxn, insertMsg(0, false, ordersOID, txt("1"), col{Kind: 'b', Data: "\x00\x01"}, null),
 			"binary value, but binary mode was not requested"},
-		{"unknown column kind", inTxn, insertMsg(0, false, ordersOID, txt("1"), col{'x', ""}, null), "unknown kind 'x'"},
+		{"unknown column kind", inTxn, insertMsg(0, false, ordersOID, txt("1"), col{Kind: 'x'}, null), "unknown kind 'x'"},
 		{"bad insert marker", inTxn, enc{'I'}.u32(ordersOID).u8('K').tuple(txt("1"), null, null), "new tuple marker 'K': want 'N'"},
 		{"bad update marker", inTxn, enc{'U'}.u32(ordersOID).u8('X'), "tuple marker 'X': want 'K', 'O' or 'N'"},
 		{"update old then no new marker", inTxn, enc{'U'}.u32(ordersOID).u8('K').tuple(txt("1"), null, null).u8('K').tuple(txt("1"), null, null),

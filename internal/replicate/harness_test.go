@@ -54,14 +54,14 @@ func commitTime(commitLSN cdc.LSN) time.Time {
 
 func itemsRel(xid uint32, streamed bool) []byte {
 	return pgRelation(xid, streamed, itemsOID, "public", "items",
-		relCol{key: true, name: "id", typeOID: oidInt8, typeMod: -1},
-		relCol{name: "v", typeOID: oidText, typeMod: -1})
+		relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
+		relCol{Name: "v", TypeOID: oidText, TypeMod: -1})
 }
 
 func otherRel(xid uint32, streamed bool) []byte {
 	return pgRelation(xid, streamed, otherOID, "public", "other",
-		relCol{key: true, name: "id", typeOID: oidInt8, typeMod: -1},
-		relCol{name: "v", typeOID: oidText, typeMod: -1})
+		relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
+		relCol{Name: "v", TypeOID: oidText, TypeMod: -1})
 }
 
 // tx is a whole non-streamed transaction: BEGIN, body, COMMIT.
