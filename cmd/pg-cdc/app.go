@@ -7,8 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
@@ -46,6 +50,22 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// withSignals is the RunE of a command that does long work: it loads the
+// configuration, builds the logger, and runs fn with a context that SIGINT
+// and SIGTERM cancel (a stop request, which fn answers by draining).
+func withSignals(configPath *string, fn func(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobra.Command) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(*configPath)
+		if err != nil {
+			return err
+		}
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return fn(ctx, cfg, log, cmd)
+	}
 }
 
 // sink is what the commands need of the storage: objects, a conditional

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,16 +29,7 @@ func newInitCmd(configPath *string) *cobra.Command {
 		Use:   "init",
 		Short: "Check the source, create the publication and slot, and take the initial snapshot",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*configPath)
-			if err != nil {
-				return err
-			}
-			log := newLogger(cfg, cmd.ErrOrStderr())
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runInit(ctx, cfg, log, cmd)
-		},
+		RunE:  withSignals(configPath, runInit),
 	}
 }
 

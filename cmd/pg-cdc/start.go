@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,20 +32,11 @@ func newStartCmd(configPath *string) *cobra.Command {
 		Use:   "start",
 		Short: "Stream changes from the slot into the sink until stopped (SIGTERM/SIGINT)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*configPath)
-			if err != nil {
-				return err
-			}
-			log := newLogger(cfg, cmd.ErrOrStderr())
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return runStart(ctx, cfg, log)
-		},
+		RunE:  withSignals(configPath, runStart),
 	}
 }
 
-func runStart(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra.Command) error {
 	store, err := openSink(cfg)
 	if err != nil {
 		return err
