@@ -14,6 +14,23 @@ var (
 	errDecimalPrecision = errors.New("more integer digits than the column's precision allows")
 )
 
+// smallDecimal converts a decimal of at most 18 digits to its unscaled value
+// through value (Int32Value or Int64Value). NaN and ±Infinity are written as
+// NULL and reported as appliedDecimalSpecial, so the rule is counted.
+func smallDecimal(p, s int, value func(int64) parquet.Value) converter {
+	return func(buf, text []byte) (parquet.Value, []byte, error) {
+		neg, _, lo, err := parseDecimal(text, p, s)
+		if err == errDecimalSpecial {
+			return parquet.NullValue(), buf, appliedDecimalSpecial
+		}
+		v := int64(lo)
+		if neg {
+			v = -v
+		}
+		return value(v), buf, err
+	}
+}
+
 // decimalNode returns the DECIMAL(p,s) leaf and its converter. The physical
 // type follows the Parquet spec's recommendation, which Iceberg requires:
 // INT32 up to 9 digits, INT64 up to 18, and above that a FIXED_LEN_BYTE_ARRAY
@@ -22,29 +39,9 @@ var (
 func decimalNode(p, s int) (parquet.Node, converter) {
 	switch {
 	case p <= 9:
-		return parquet.Decimal(s, p, parquet.Int32Type), func(buf, text []byte) (parquet.Value, []byte, error) {
-			neg, _, lo, err := parseDecimal(text, p, s)
-			if err == errDecimalSpecial {
-				return parquet.NullValue(), buf, appliedDecimalSpecial
-			}
-			v := int64(lo)
-			if neg {
-				v = -v
-			}
-			return parquet.Int32Value(int32(v)), buf, err
-		}
+		return parquet.Decimal(s, p, parquet.Int32Type), smallDecimal(p, s, func(v int64) parquet.Value { return parquet.Int32Value(int32(v)) })
 	case p <= 18:
-		return parquet.Decimal(s, p, parquet.Int64Type), func(buf, text []byte) (parquet.Value, []byte, error) {
-			neg, _, lo, err := parseDecimal(text, p, s)
-			if err == errDecimalSpecial {
-				return parquet.NullValue(), buf, appliedDecimalSpecial
-			}
-			v := int64(lo)
-			if neg {
-				v = -v
-			}
-			return parquet.Int64Value(v), buf, err
-		}
+		return parquet.Decimal(s, p, parquet.Int64Type), smallDecimal(p, s, parquet.Int64Value)
 	default:
 		n := decimalBytes(p)
 		return parquet.Decimal(s, p, parquet.FixedLenByteArrayType(n)), func(buf, text []byte) (parquet.Value, []byte, error) {
