@@ -86,8 +86,8 @@ func (s *Service) unrecovered(c *cdc.Change, cols []int, why string) []string {
 		name := c.Table.Columns[i].Name
 		names = append(names, name)
 		key := c.Table.ID.String() + "." + name
-		s.unrecoveredCount[key]++
-		if s.unrecoveredCount[key] == 1 {
+		if !s.warnedUnrecovered[key] {
+			s.warnedUnrecovered[key] = true
 			s.log.Warn("unchanged TOAST value after a key change could not be recovered; the column stays listed in __unchanged",
 				"table", c.Table.ID.String(), "column", name, "reason", why)
 		}

@@ -68,8 +68,8 @@ type Service struct {
 	lastIdle   time.Time
 	catchUp    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
 
-	rows             RowReader        // recovers TOAST values after key changes; may be nil
-	unrecoveredCount map[string]int64 // "schema.table.column" → values left unchanged
+	rows              RowReader       // recovers TOAST values after key changes; may be nil
+	warnedUnrecovered map[string]bool // "schema.table.column" logged once; counts go to the manifest
 }
 
 type binding struct {
@@ -97,8 +97,8 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		xidRef:  cfg.XIDRef,
 		catchUp: cfg.CatchUp,
 
-		rows:             cfg.Rows,
-		unrecoveredCount: map[string]int64{},
+		rows:              cfg.Rows,
+		warnedUnrecovered: map[string]bool{},
 	}
 	for key, mt := range m.Tables {
 		t, err := mt.SourceTable()
@@ -109,9 +109,6 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 	}
 	return s, nil
 }
-
-// Durable returns the LSN the manifest holds and that has been confirmed.
-func (s *Service) Durable() cdc.LSN { return s.durable }
 
 // Run streams until ctx is cancelled (a stop request) or an error occurs.
 // On a stop request it finishes the transaction being received, flushes
