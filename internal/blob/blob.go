@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 var (
@@ -39,6 +40,10 @@ type Store interface {
 type ObjectInfo struct {
 	Key  string
 	Size int64
+	// Modified is when the object was last written, as the store reports
+	// it; garbage collection deletes unreferenced objects only once they
+	// are older than its grace period.
+	Modified time.Time
 }
 
 // Version is an opaque token naming one version of an object (an ETag, a

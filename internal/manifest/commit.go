@@ -35,7 +35,21 @@ type Committer struct {
 	current   *Manifest
 	version   blob.Version
 	conflicts []time.Time
+	rival     func(mine, theirs *Manifest) bool
 }
+
+// StreamMoved is the streamer's rival test: a conflict counts toward the
+// breaker only when the other writer moved the stream position (epoch or end
+// LSN), which only another streamer does. Compaction and reconcile commits
+// also conflict with the streamer, as often as they run, and are expected.
+func StreamMoved(mine, theirs *Manifest) bool {
+	return theirs.Epoch != mine.Epoch || theirs.EndLSN != mine.EndLSN
+}
+
+// SetRival replaces the test that decides whether a conflict with the
+// manifest another writer wrote counts toward the breaker (StreamMoved by
+// default). Conflicts that do not count are still bounded per Commit.
+func (c *Committer) SetRival(rival func(mine, theirs *Manifest) bool) { c.rival = rival }
 
 // Load reads the manifest from the store. A missing manifest gives an error
 // matching cdc.ErrNotInitialized.
@@ -67,7 +81,7 @@ func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.T
 	if err != nil {
 		return nil, fmt.Errorf("create manifest: %w", err)
 	}
-	return &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v}, nil
+	return &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved}, nil
 }
 
 // Open loads the manifest and returns a committer positioned on it.
@@ -79,7 +93,7 @@ func Open(ctx context.Context, store blob.Conditional, breaker Breaker) (*Commit
 	if breaker.Threshold <= 0 {
 		breaker = DefaultBreaker
 	}
-	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v}, nil
+	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v, rival: StreamMoved}, nil
 }
 
 // Current returns the last manifest this committer read or wrote. Callers
@@ -111,18 +125,36 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		if !errors.Is(err, blob.ErrPrecondition) {
 			return nil, fmt.Errorf("commit manifest: %w", err)
 		}
-		if err := c.conflict(attempt); err != nil {
-			return nil, err
-		}
 		fresh, fv, err := Load(ctx, c.store)
 		if err != nil {
 			return nil, fmt.Errorf("commit manifest: re-read after conflict: %w", err)
+		}
+		if err := c.conflict(attempt, c.rival(c.current, fresh)); err != nil {
+			return nil, err
 		}
 		c.current, c.version = fresh, fv
 	}
 }
 
-func (c *Committer) conflict(attempt int) error {
+// Refresh re-reads the manifest, for a writer that runs now and then beside
+// another (compaction beside the streamer) and should start from the
+// newest version rather than learn it from a conflict.
+func (c *Committer) Refresh(ctx context.Context) error {
+	m, v, err := Load(ctx, c.store)
+	if err != nil {
+		return err
+	}
+	c.current, c.version = m, v
+	return nil
+}
+
+func (c *Committer) conflict(attempt int, counts bool) error {
+	if !counts {
+		if attempt >= maxAttempts {
+			return fmt.Errorf("commit manifest: %d conflicting writes in a row", attempt)
+		}
+		return nil
+	}
 	now := c.now()
 	kept := c.conflicts[:0]
 	for _, t := range c.conflicts {

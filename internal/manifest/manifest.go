@@ -35,6 +35,17 @@ type Manifest struct {
 	CommittedAt time.Time         `json:"committed_at"`
 	Tables      map[string]*Table `json:"tables"`
 	History     []EpochRecord     `json:"history"`
+	// Garbage lists files that compaction retired from the tables: no
+	// reader of this or a later manifest needs them, but a reader holding
+	// an older manifest may, so they are deleted only once they have been
+	// retired for gc.grace_period (DESIGN §2).
+	Garbage []RetiredFile `json:"garbage,omitempty"`
+}
+
+// RetiredFile is a data file no table references any more.
+type RetiredFile struct {
+	Path      string    `json:"path"`
+	RetiredAt time.Time `json:"retired_at"`
 }
 
 // Source names the upstream the manifest was built from.
@@ -111,8 +122,35 @@ type Base struct {
 	RowCount int64   `json:"row_count"`
 	Files    []File  `json:"files"`
 	// Adjusted counts, per column, the values of these files that a
-	// documented type rule changed (docs/types.md); absent when none.
+	// documented type rule changed (docs/types.md); absent when none. After
+	// a compaction it is the sum over everything folded into the base, so
+	// the count never goes down.
 	Adjusted map[string]int64 `json:"adjusted,omitempty"`
+	// Tombstones is how many of RowCount are delete markers (__op D) that
+	// compaction keeps for compaction.tombstone_ttl.
+	Tombstones int64 `json:"tombstones,omitempty"`
+	// SortedBy names the columns the files are sorted by, in order (the
+	// primary key, then __lsn and __seq); absent for a snapshot base, which
+	// is in the source's heap order.
+	SortedBy []string `json:"sorted_by,omitempty"`
+	// SchemaVersion is the schema version the files were written with; 0
+	// for a snapshot base (the table's first version).
+	SchemaVersion int `json:"schema_version,omitempty"`
+	// UnrecoveredTOAST counts, per column, rows of these files that still
+	// list the column in __unchanged (see Delta.UnrecoveredTOAST).
+	UnrecoveredTOAST map[string]int64 `json:"unrecovered_toast,omitempty"`
+	// Truncate is the newest truncate marker compaction folded: the files no
+	// longer hold it, so readers must still drop any version older than it
+	// (a replayed delta, say) as the marker would have. Absent when none.
+	Truncate *Position `json:"truncate,omitempty"`
+	// CompactedAt is when compaction wrote this base; absent for a snapshot.
+	CompactedAt *time.Time `json:"compacted_at,omitempty"`
+}
+
+// Position is a row's order token (__lsn, __seq).
+type Position struct {
+	LSN cdc.LSN `json:"lsn"`
+	Seq int64   `json:"seq"`
 }
 
 // Delta is the change rows one epoch wrote for the table.

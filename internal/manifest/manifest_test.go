@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,38 @@ func TestCommitterBreakerTrips(t *testing.T) {
 	}
 	if cdc.HintOf(err) == "" {
 		t.Error("the breaker error has no operator hint")
+	}
+}
+
+// Compaction commits conflict with the streamer as often as compaction runs;
+// they do not move the stream position and must not trip its breaker.
+func TestCommitterBreakerIgnoresNonRivals(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a, err := Create(ctx, store, sample(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Open(ctx, store, Breaker{})
+	a.breaker = Breaker{Threshold: 3, Window: time.Hour}
+	attempts := 0
+	m, err := a.Commit(ctx, func(m *Manifest) error {
+		attempts++
+		if attempts <= 6 { // a compactor commits between a's first six attempts
+			if _, err := b.Commit(ctx, func(m *Manifest) error {
+				m.Garbage = append(m.Garbage, RetiredFile{Path: fmt.Sprintf("x/%d", attempts)})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.Epoch++
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("conflicts with a non-rival tripped the committer: %v", err)
+	}
+	if attempts != 7 || m.Epoch != 1 || len(m.Garbage) != 6 {
+		t.Fatalf("attempts %d, epoch %d, garbage %d: want 7, 1, 6", attempts, m.Epoch, len(m.Garbage))
 	}
 }

@@ -22,8 +22,9 @@ import (
 //     winner means the key is absent; replayed duplicates (same key and
 //     order token) count once;
 //   - a column listed in the winner's __unchanged takes its value from the
-//     newest older I or U version of the key where it was not unchanged (a
-//     D's non-key columns are not values under REPLICA IDENTITY DEFAULT);
+//     newest older I or U version of the key, since its last D, where it
+//     was not unchanged (a D's values are not values; a version after a
+//     delete of its key is a new row);
 //   - a table without a primary key keeps every I row not removed by a T,
 //     once per (__lsn, __seq).
 //
@@ -69,6 +70,12 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 	}
 
 	truncLSN, truncSeq, truncated := lastTruncate(tb, db, from)
+	if b := mt.Base; b != nil && b.Truncate != nil {
+		// A truncate compaction folded: the files no longer hold it.
+		if l, s := int64(b.Truncate.LSN), b.Truncate.Seq; !truncated || after(l, s, truncLSN, truncSeq) {
+			truncLSN, truncSeq, truncated = l, s, true
+		}
+	}
 
 	sel := []string{"__op", "__lsn", "__seq", "__unchanged"}
 	for _, c := range cols {
@@ -261,6 +268,7 @@ func foldKey(versions []version, cols []string) []any {
 		switch v.op {
 		case "D":
 			cur = nil
+			last = make([]any, len(cols)) // a later version is a new row
 		case "I", "U":
 			row := make([]any, len(cols))
 			copy(row, v.values)

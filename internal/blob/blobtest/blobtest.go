@@ -228,6 +228,11 @@ func testList(t *testing.T, s blob.Store) {
 		if want := int64(objects[info.Key]); info.Size != want {
 			t.Errorf("List: %q has size %d, want %d", info.Key, info.Size, want)
 		}
+		// Garbage collection ages unreferenced objects by this time; the
+		// store's clock may differ from ours by a little, never by hours.
+		if age := time.Since(info.Modified); info.Modified.IsZero() || age < -time.Hour || age > time.Hour {
+			t.Errorf("List: %q modified %v, want about now", info.Key, info.Modified)
+		}
 	}
 
 	for _, bad := range []string{"/", "/a", "../", "a/../", "a//"} {

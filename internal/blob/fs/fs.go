@@ -368,7 +368,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, err
 			}
 			return err
 		}
-		out = append(out, blob.ObjectInfo{Key: key, Size: info.Size()})
+		out = append(out, blob.ObjectInfo{Key: key, Size: info.Size(), Modified: info.ModTime()})
 		return nil
 	})
 	if err != nil {

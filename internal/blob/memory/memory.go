@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 )
@@ -20,8 +21,9 @@ var (
 )
 
 type object struct {
-	data    []byte
-	version uint64
+	data     []byte
+	version  uint64
+	modified time.Time
 }
 
 // Store is an in-memory object store. The zero value is not usable; call New.
@@ -40,7 +42,7 @@ func New() *Store {
 
 func (s *Store) store(key string, data []byte) blob.Version {
 	s.next++
-	s.objects[key] = object{data: data, version: s.next}
+	s.objects[key] = object{data: data, version: s.next, modified: time.Now()}
 	return versionOf(s.next)
 }
 
@@ -86,7 +88,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, err
 	out := []blob.ObjectInfo{}
 	for k, o := range s.objects {
 		if strings.HasPrefix(k, prefix) {
-			out = append(out, blob.ObjectInfo{Key: k, Size: int64(len(o.data))})
+			out = append(out, blob.ObjectInfo{Key: k, Size: int64(len(o.data)), Modified: o.modified})
 		}
 	}
 	s.mu.Unlock()
