@@ -111,23 +111,39 @@ func (p *copyParser) split(line []byte) error {
 		p.scratch = make([]byte, 0, len(line))
 	}
 	p.scratch = p.scratch[:0]
-	start, escaped := 0, false
-	for i := 0; i <= len(line); i++ {
-		if i < len(line) && line[i] == '\\' {
-			if i+1 == len(line) {
-				return errors.New("backslash at end of line")
-			}
-			escaped = true
-			i++ // the escaped character is data, even a tab
-			continue
+	start := 0
+	for {
+		// Most fields hold no backslash: find the tab that ends the field
+		// and check the field for a backslash, both with IndexByte (SIMD),
+		// and only walk a field that has one byte by byte.
+		end := len(line)
+		if i := bytes.IndexByte(line[start:], '\t'); i >= 0 {
+			end = start + i
 		}
-		if i < len(line) && line[i] != '\t' {
-			continue
+		escaped := false
+		if bytes.IndexByte(line[start:end], '\\') >= 0 {
+			// The escaped character is data, even a tab: find the field's
+			// real end.
+			escaped = true
+			end = len(line)
+			for i := start; i < len(line); i++ {
+				if line[i] == '\\' {
+					if i+1 == len(line) {
+						return errors.New("backslash at end of line")
+					}
+					i++
+					continue
+				}
+				if line[i] == '\t' {
+					end = i
+					break
+				}
+			}
 		}
 		if len(p.values) == p.ncols {
 			return fmt.Errorf("more than %d fields", p.ncols)
 		}
-		field := line[start:i]
+		field := line[start:end]
 		switch {
 		case len(field) == 2 && field[0] == '\\' && field[1] == 'N':
 			p.values = append(p.values, cdc.Datum{Kind: cdc.DatumNull})
@@ -138,9 +154,11 @@ func (p *copyParser) split(line []byte) error {
 		default:
 			p.values = append(p.values, cdc.Datum{Kind: cdc.DatumText, Text: field[:len(field):len(field)]})
 		}
-		start, escaped = i+1, false
+		if end == len(line) {
+			return nil
+		}
+		start = end + 1
 	}
-	return nil
 }
 
 // unescape appends the decoded field to dst. The caller guarantees no
