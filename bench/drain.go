@@ -29,6 +29,9 @@ type DrainOptions struct {
 	// Poll bounds one wait for data (default 20 ms). With SO_RCVLOWAT a
 	// tail shorter than the low-water mark is read only when a wait ends.
 	Poll time.Duration
+	// Binary asks pgoutput for values in binary (send/recv) format
+	// ("binary 'true'"), to measure it against text (issue 4, item 7).
+	Binary bool
 }
 
 // DrainResult counts what Drain received.
@@ -55,14 +58,18 @@ func Drain(ctx context.Context, opts DrainOptions) (DrainResult, error) {
 		return res, err
 	}
 	defer conn.Close(context.Background())
+	args := []string{
+		"proto_version '2'",
+		"publication_names '" + strings.ReplaceAll(opts.Publication, "'", "''") + "'",
+		"messages 'true'",
+		"streaming 'true'",
+	}
+	if opts.Binary {
+		args = append(args, "binary 'true'")
+	}
 	err = pglogrepl.StartReplication(ctx, conn, opts.Slot, opts.Start, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{
-			"proto_version '2'",
-			"publication_names '" + strings.ReplaceAll(opts.Publication, "'", "''") + "'",
-			"messages 'true'",
-			"streaming 'true'",
-		},
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: args,
 	})
 	if err != nil {
 		return res, fmt.Errorf("start replication: %w", err)

@@ -31,6 +31,7 @@ func childDrain(args []string) int {
 	fs.StringVar(&o.Slot, "slot", "", "slot")
 	fs.StringVar(&o.Publication, "publication", "", "publication")
 	fs.StringVar(&end, "end", "", "stop at the first non-transactional message at or past this LSN")
+	fs.BoolVar(&o.Binary, "binary", false, "ask pgoutput for binary values")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after")
 	sock := socketFlags(fs)
 	_ = fs.Parse(args)

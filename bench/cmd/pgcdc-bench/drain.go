@@ -18,6 +18,9 @@ const (
 	consPGCDC   = "pg-cdc"
 	consRecv    = "pg_recvlogical"
 	consCompare = "pg-cdc --compare"
+	// consBareBin is the bare client asking pgoutput for binary values
+	// (--pgoutput-binary): the measurement behind issue 4 item 7.
+	consBareBin = "bare client, binary"
 )
 
 // drainRun is one consumer draining one slot.
@@ -27,6 +30,7 @@ type drainRun struct {
 	usage    usage
 	rows     int64 // rows the consumer saw (bare client) or made durable (pg-cdc)
 	parquet  int64 // pg-cdc: delta bytes in the manifest
+	bytes    int64 // bare client: pgoutput payload bytes received
 	// walsender is the CPU time of the walsender that served the run.
 	walsender time.Duration
 }
@@ -58,8 +62,8 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 	// Every consumer's slot exists before the backlog, so all of them
 	// decode the same WAL.
 	type slots struct {
-		pgcdc, compare pgcdcRun
-		bare, recv     string
+		pgcdc, compare      pgcdcRun
+		bare, bareBin, recv string
 	}
 	reps := make([]slots, h.o.reps)
 	for i := range reps {
@@ -82,6 +86,9 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 			reps[i].compare = c
 		}
 		reps[i].bare = fmt.Sprintf("%s_bare_%d", db, i+1)
+		if h.o.pgoutputBinary {
+			reps[i].bareBin = fmt.Sprintf("%s_barebin_%d", db, i+1)
+		}
 		if h.recv != "" {
 			reps[i].recv = fmt.Sprintf("%s_recv_%d", db, i+1)
 		}
@@ -96,7 +103,7 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 		}
 	}
 	for _, s := range reps {
-		for _, name := range []string{s.bare, s.recv} {
+		for _, name := range []string{s.bare, s.bareBin, s.recv} {
 			if name == "" {
 				continue
 			}
@@ -133,6 +140,9 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 	if h.o.compare != "" {
 		order = []string{consBare, consPGCDC, consCompare, consRecv}
 	}
+	if h.o.pgoutputBinary {
+		order = append(order, consBareBin)
+	}
 	for i, s := range reps {
 		for j := range order {
 			cons := order[(i+j)%len(order)]
@@ -140,14 +150,16 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 				run drainRun
 				err error
 			)
-			slot := map[string]string{consBare: s.bare, consPGCDC: s.pgcdc.slot, consCompare: s.compare.slot, consRecv: s.recv}[cons]
+			slot := map[string]string{consBare: s.bare, consBareBin: s.bareBin, consPGCDC: s.pgcdc.slot, consCompare: s.compare.slot, consRecv: s.recv}[cons]
 			if slot == "" {
 				continue
 			}
 			ws := h.followWalsender(db, slot)
 			switch cons {
 			case consBare:
-				run, err = h.drainBare(ctx, db, s.bare, endLSN)
+				run, err = h.drainBare(ctx, db, s.bare, endLSN, false)
+			case consBareBin:
+				run, err = h.drainBare(ctx, db, s.bareBin, endLSN, true)
 			case consPGCDC:
 				run, err = h.drainPGCDC(ctx, h.bin, s.pgcdc, w.rows, nil)
 			case consCompare:
@@ -180,9 +192,13 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 	return res, h.dropDatabase(ctx, db)
 }
 
-func (h *harness) drainBare(ctx context.Context, db, slot, end string) (drainRun, error) {
-	out, u, err := runProc(15*time.Minute, h.self, []string{"drain",
-		"--url", h.cluster.URL(db), "--slot", slot, "--publication", "bench_pub", "--end", end}, nil, "")
+func (h *harness) drainBare(ctx context.Context, db, slot, end string, binary bool) (drainRun, error) {
+	args := []string{"drain", "--url", h.cluster.URL(db), "--slot", slot, "--publication", "bench_pub", "--end", end}
+	cons := consBare
+	if binary {
+		args, cons = append(args, "--binary"), consBareBin
+	}
+	out, u, err := runProc(15*time.Minute, h.self, args, nil, "")
 	if err != nil {
 		return drainRun{}, err
 	}
@@ -190,7 +206,7 @@ func (h *harness) drainBare(ctx context.Context, db, slot, end string) (drainRun
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
 		return drainRun{}, fmt.Errorf("drain result %q: %w", out, err)
 	}
-	return drainRun{consumer: consBare, usage: u, rows: r.Rows}, nil
+	return drainRun{consumer: cons, usage: u, rows: r.Rows, bytes: r.Bytes}, nil
 }
 
 // drainRecv runs pg_recvlogical with the options pg-cdc uses, writing the

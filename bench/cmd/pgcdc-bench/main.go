@@ -54,7 +54,9 @@ type options struct {
 	port         int
 	compare      string
 	profileDir   string
-	wideRandom   bool
+	// pgoutputBinary adds a bare client that asks for binary values.
+	pgoutputBinary bool
+	wideRandom     bool
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	flag.BoolVar(&o.recvlogical, "recvlogical", true, "also time pg_recvlogical, when installed, as context")
 	flag.IntVar(&o.port, "port", 0, "PostgreSQL port (default: a free one)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of every pg-cdc run into this directory (investigation)")
+	flag.BoolVar(&o.pgoutputBinary, "pgoutput-binary", true, "also drain every backlog with a bare client asking pgoutput for binary values (issue 4 item 7)")
 	flag.StringVar(&o.compare, "compare", "", "a second pg-cdc binary to drain every backlog too, alternating with --bin (A/B of a change)")
 	flag.Parse()
 	if flag.NArg() > 0 {

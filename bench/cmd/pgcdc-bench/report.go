@@ -71,6 +71,7 @@ func (r *report) render(b *bytes.Buffer) {
 	r.renderMachine(p)
 	r.renderTargets(p)
 	r.renderDrains(p)
+	r.renderBinary(p)
 	r.renderSnapshot(p)
 	r.renderLag(p)
 	p("## Not yet measured\n\n")
@@ -274,6 +275,51 @@ func (r *report) renderDrains(p func(string, ...any)) {
 		parts = append(parts, fmt.Sprintf("%s %s", strings.ToUpper(d.w.key), d.genTime.Round(100*time.Millisecond)))
 	}
 	p("%s.\n\n", strings.Join(parts, ", "))
+}
+
+// renderBinary compares the bare client asking pgoutput for binary values
+// with the one asking for text, on the same backlogs (issue 4, item 7).
+func (r *report) renderBinary(p func(string, ...any)) {
+	has := false
+	for _, d := range r.drains {
+		has = has || d.rate(consBareBin).N > 0
+	}
+	if !has {
+		return
+	}
+	p("## pgoutput binary against text\n\n")
+	p("The bare client once more on every backlog, asking pgoutput for values in binary (`binary 'true'`, each type's send function) instead of text (its output function); everything else is the same. ")
+	p("Binary ÷ text is the per-repetition ratio of their rates. The walsender's CPU is where a difference would show: it runs each value's output or send function, and it is the bottleneck of every drain above except where pg-cdc is. ")
+	p("The bare client only parses messages, so its own CPU does not include turning values into typed ones (for that, see the decision in docs/decisions.md).\n\n")
+	p("| workload | text rows/s | binary rows/s | **binary ÷ text** | walsender CPU µs/row: text / binary | client CPU µs/row: text / binary | pgoutput B/row: text / binary |\n")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, d := range r.drains {
+		if d.rate(consBareBin).N == 0 {
+			continue
+		}
+		var xs []float64
+		walls := map[int]map[string]time.Duration{}
+		for _, run := range d.runs {
+			if walls[run.rep] == nil {
+				walls[run.rep] = map[string]time.Duration{}
+			}
+			walls[run.rep][run.consumer] = run.usage.Wall
+		}
+		for _, w := range walls {
+			if w[consBare] > 0 && w[consBareBin] > 0 {
+				xs = append(xs, w[consBare].Seconds()/w[consBareBin].Seconds())
+			}
+		}
+		perRow := func(cons string) bench.Summary {
+			return d.of(cons, func(r drainRun) float64 { return float64(r.bytes) / float64(d.w.rows) })
+		}
+		p("| %s | %s | %s | **%s** | %s / %s | %s / %s | %s / %s |\n", strings.ToUpper(d.w.key),
+			d.rate(consBare).Range(rate), d.rate(consBareBin).Range(rate), bench.Summarize(xs).Range(ratio),
+			d.walsenderPerRow(consBare).Range(f2), d.walsenderPerRow(consBareBin).Range(f2),
+			d.cpuPerRow(consBare).Range(f2), d.cpuPerRow(consBareBin).Range(f2),
+			perRow(consBare).Range(f0), perRow(consBareBin).Range(f0))
+	}
+	p("\n")
 }
 
 func snapRatio(s *snapshotResult, other string) bench.Summary {
