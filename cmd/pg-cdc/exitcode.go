@@ -26,6 +26,7 @@ const (
 	ExitSchemaChanged    = 16
 	ExitData             = 17
 	ExitNotInitialized   = 18
+	ExitDifferences      = 19
 )
 
 // usageError marks configuration and command-line errors.
@@ -48,6 +49,7 @@ func exitCode(err error) int {
 		{cdc.ErrSchemaChanged, ExitSchemaChanged},
 		{cdc.ErrData, ExitData},
 		{cdc.ErrNotInitialized, ExitNotInitialized},
+		{cdc.ErrDifferences, ExitDifferences},
 		{cdc.ErrRetriesExhausted, ExitRetriesExhausted},
 	}
 	for _, c := range classes {

@@ -31,6 +31,9 @@ var (
 	ErrRetriesExhausted = errors.New("retries exhausted")
 	// ErrNotInitialized: there is no manifest yet; run init first.
 	ErrNotInitialized = errors.New("not initialized")
+	// ErrDifferences: pg-cdc verify found rows where the sink and the source
+	// differ. Not a failure of the command: its finding.
+	ErrDifferences = errors.New("sink and source differ")
 )
 
 // Error is a classified error with an operator hint.
