@@ -6,7 +6,8 @@
 // Measurements, in order:
 //
 //   - Backlog drain (W1–W4): for each repetition, pg-cdc is initialised and
-//     a bare-client slot (and a pg_recvlogical slot) is created, all before
+//     a bare-client slot (and slots for pg_recvlogical and for a bare client
+//     asking pgoutput for binary values, --pgoutput-binary) is created, all before
 //     the backlog is written with every consumer off, so every consumer
 //     decodes exactly the same WAL. A non-transactional logical message after
 //     the backlog marks its end. Then, in an order that rotates from one
