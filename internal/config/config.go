@@ -16,6 +16,8 @@ type Config struct {
 	Storage     StorageConfig
 	Flush       FlushConfig
 	State       StateConfig
+	Compaction  CompactionConfig
+	GC          GCConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -134,6 +136,36 @@ type StateConfig struct {
 	Path string
 }
 
+// CompactionConfig is the "compaction" section (DESIGN §7).
+type CompactionConfig struct {
+	// Interval (compaction.interval, PGCDC_COMPACTION_INTERVAL) makes start
+	// compact every table (and collect garbage) this often, beside the
+	// stream; a Go duration such as "15m". Default "0s": off, run
+	// pg-cdc compact from a timer instead.
+	Interval time.Duration
+	// TombstoneTTL (compaction.tombstone_ttl, PGCDC_COMPACTION_TOMBSTONE_TTL)
+	// is how long a delete stays in a base as a tombstone. Default 720h.
+	TombstoneTTL time.Duration
+	// MemoryBudgetBytes (compaction.memory_budget_bytes,
+	// PGCDC_COMPACTION_MEMORY_BUDGET_BYTES) bounds the rows a compaction
+	// sorts in memory before it spills a sorted run to state.path. Default
+	// 64 MiB.
+	MemoryBudgetBytes int64
+	// TargetFileBytes (compaction.target_file_bytes,
+	// PGCDC_COMPACTION_TARGET_FILE_BYTES) starts a new base file once the
+	// current one reaches about this size. Default 256 MiB.
+	TargetFileBytes int64
+}
+
+// GCConfig is the "gc" section.
+type GCConfig struct {
+	// GracePeriod (gc.grace_period, PGCDC_GC_GRACE_PERIOD): a data file no
+	// manifest references is deleted only once it has been unreferenced
+	// (or, for an upload no manifest ever named, written) this long ago.
+	// It must exceed the longest flush, compaction and reader. Default 1h.
+	GracePeriod time.Duration
+}
+
 // Log levels and formats.
 const (
 	LogLevelDebug = "debug"
@@ -192,6 +224,12 @@ func Default() Config {
 			ParallelWorkers: 4,
 		},
 		State: StateConfig{Path: "./.pgcdc"},
+		Compaction: CompactionConfig{
+			TombstoneTTL:      720 * time.Hour,
+			MemoryBudgetBytes: 64 << 20,
+			TargetFileBytes:   256 << 20,
+		},
+		GC:    GCConfig{GracePeriod: time.Hour},
 		Log:   LogConfig{Level: LogLevelInfo, Format: LogFormatText},
 		Types: map[string]string{},
 	}

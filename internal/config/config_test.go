@@ -43,6 +43,13 @@ flush:
   parallel_workers: 8
 state:
   path: /var/tmp/pgcdc
+compaction:
+  interval: 15m
+  tombstone_ttl: 48h
+  memory_budget_bytes: 4096
+  target_file_bytes: 8192
+gc:
+  grace_period: 2h
 log:
   level: debug
   format: json
@@ -66,6 +73,8 @@ func TestParseFull(t *testing.T) {
 		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc"},
 		Flush:       FlushConfig{IntervalSec: 3, MaxRows: 500, MaxBytes: 2048, DrainTimeoutSec: 7, ParallelWorkers: 8},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
+		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
+		GC:          GCConfig{GracePeriod: 2 * time.Hour},
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -156,6 +165,10 @@ func TestParseErrors(t *testing.T) {
 			[]string{`pg-cdc.yml:4: unknown key "source.postgres.host"`}},
 		{"every unknown key reported", minimal + "a: 1\nb: 2\n", nil,
 			[]string{`pg-cdc.yml:4: unknown key "a"`, `pg-cdc.yml:5: unknown key "b"`}},
+		{"bare number for a duration", minimal + "compaction:\n  interval: 15\n", nil,
+			[]string{`pg-cdc.yml:5: compaction.interval: want a duration such as "90s", "15m" or "720h", got integer 15`}},
+		{"bad duration", minimal + "gc:\n  grace_period: 1 hour\n", nil,
+			[]string{`pg-cdc.yml:5: gc.grace_period: want a duration such as "90s", "15m" or "720h", got "1 hour"`}},
 		{"string for int", minimal + "flush:\n  interval_sec: ten\n", nil,
 			[]string{`pg-cdc.yml:5: flush.interval_sec: want an integer, got string "ten"`}},
 		{"quoted number is a string", minimal + "flush:\n  max_rows: \"10\"\n", nil,
@@ -336,6 +349,9 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		if _, isMap := l.target.(*map[string]string); isMap {
 			val = "s.t.c=v"
 		}
+		if _, isDur := l.target.(*time.Duration); isDur {
+			val = "1s"
+		}
 		if err := setFromEnv(l, val); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -348,6 +364,8 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Storage:     StorageConfig{Type: "v", Path: "v"},
 		Flush:       FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1},
 		State:       StateConfig{Path: "v"},
+		Compaction:  CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
+		GC:          GCConfig{GracePeriod: time.Second},
 		Log:         LogConfig{Level: "v", Format: "v"},
 		Types:       map[string]string{"s.t.c": "v"},
 	}) {

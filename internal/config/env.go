@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // expand replaces ${NAME} in s with the value of NAME in env and "$$" with a
@@ -125,6 +126,12 @@ func setFromEnv(l leaf, val string) error {
 			return fmt.Errorf("want an integer, got %q", truncate(val))
 		}
 		*t = n
+	case *time.Duration:
+		d, err := parseDuration(val)
+		if err != nil {
+			return err
+		}
+		*t = d
 	case *[]string:
 		if strings.TrimSpace(val) == "" {
 			*t = []string{}

@@ -3,6 +3,7 @@ package config
 import (
 	"sort"
 	"strings"
+	"time"
 )
 
 // leaf is one settable key: its dotted path in the file and a pointer to the
@@ -45,6 +46,11 @@ func leaves(c *Config) []leaf {
 		{"flush.drain_timeout_sec", &c.Flush.DrainTimeoutSec},
 		{"flush.parallel_workers", &c.Flush.ParallelWorkers},
 		{"state.path", &c.State.Path},
+		{"compaction.interval", &c.Compaction.Interval},
+		{"compaction.tombstone_ttl", &c.Compaction.TombstoneTTL},
+		{"compaction.memory_budget_bytes", &c.Compaction.MemoryBudgetBytes},
+		{"compaction.target_file_bytes", &c.Compaction.TargetFileBytes},
+		{"gc.grace_period", &c.GC.GracePeriod},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
 		{"types", &c.Types},
@@ -81,6 +87,8 @@ func kindName(target any) string {
 	switch target.(type) {
 	case *int, *int64:
 		return "an integer"
+	case *time.Duration:
+		return "a duration"
 	case *[]string:
 		return "a list of strings"
 	case *map[string]string:

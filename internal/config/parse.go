@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -214,6 +215,17 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 		if n, ok := w.integer(l.path, line, v, 64); ok {
 			*t = n
 		}
+	case *time.Duration:
+		if v.Kind != yaml.ScalarNode || isNull(v) || v.ShortTag() != "!!str" {
+			w.errorf(line, "%s: want a duration such as \"90s\", \"15m\" or \"720h\", got %s", l.path, describe(v))
+			return
+		}
+		d, err := parseDuration(v.Value)
+		if err != nil {
+			w.errorf(line, "%s: %v", l.path, err)
+			return
+		}
+		*t = d
 	case *[]string:
 		if isNull(v) {
 			*t = []string{} // "include:" with nothing after it is an empty list
@@ -262,6 +274,16 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 		// Unreachable: leaves() holds only the types above.
 		w.errorf(line, "%s: unsupported field type %T", l.path, l.target)
 	}
+}
+
+// parseDuration reads a Go duration ("90s", "1h30m"); a bare number is
+// refused, because its unit would be a guess.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as \"90s\", \"15m\" or \"720h\", got %q", truncate(s))
+	}
+	return d, nil
 }
 
 // str reads a string value and expands ${VAR} in it. Any scalar is taken as

@@ -115,11 +115,23 @@ func (c Config) Validate() error {
 		{"flush.max_rows", int64(c.Flush.MaxRows)},
 		{"flush.max_bytes", c.Flush.MaxBytes},
 		{"flush.parallel_workers", int64(c.Flush.ParallelWorkers)},
+		{"compaction.memory_budget_bytes", c.Compaction.MemoryBudgetBytes},
+		{"compaction.target_file_bytes", c.Compaction.TargetFileBytes},
 	}
 	for _, n := range counts {
 		if n.v <= 0 {
 			bad(n.key, "must be > 0, got %d", n.v)
 		}
+	}
+
+	if c.Compaction.Interval < 0 {
+		bad("compaction.interval", "must be 0 (off) or positive, got %s", c.Compaction.Interval)
+	}
+	if c.Compaction.TombstoneTTL <= 0 {
+		bad("compaction.tombstone_ttl", "must be > 0, got %s", c.Compaction.TombstoneTTL)
+	}
+	if c.GC.GracePeriod < time.Minute {
+		bad("gc.grace_period", "must be at least 1m (longer than any flush, compaction or reader), got %s", c.GC.GracePeriod)
 	}
 
 	switch c.Storage.Type {
