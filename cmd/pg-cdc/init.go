@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -136,6 +137,7 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 	bases, err := snapshot.Run(ctx, db, store, tables, snapshot.Options{
 		Snapshot: snapName, LSN: lsn, Time: snapTime, Workers: cfg.Init.ParallelWorkers,
 		Generation: firstGeneration, SpoolDir: filepath.Join(cfg.State.Path, "spool"), PartRows: snapshotPartRows,
+		Encoders: min(2, runtime.GOMAXPROCS(0)),
 	}, log)
 	if err != nil {
 		return err
