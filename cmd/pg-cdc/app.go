@@ -103,3 +103,11 @@ func lockSink(ctx context.Context, s sink, what string) (func() error, error) {
 	}
 	return release, nil
 }
+
+// notInitialized gives a missing manifest its operator hint.
+func notInitialized(err error, cfg config.Config) error {
+	if errors.Is(err, cdc.ErrNotInitialized) {
+		return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", cfg.Storage.Path), Hint: "run 'pg-cdc init' first"}
+	}
+	return err
+}

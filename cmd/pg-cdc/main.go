@@ -41,6 +41,8 @@ func run(args []string) int {
 		newStartCmd(&configPath),
 		newStatusCmd(&configPath),
 		newTeardownCmd(&configPath),
+		newCompactCmd(&configPath),
+		newDumpCmd(&configPath),
 		newVersionCmd(),
 	)
 	root.SetArgs(args)

@@ -48,12 +48,24 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	defer release()
 	committer, err := manifest.Open(ctx, store, manifest.Breaker{})
 	if err != nil {
-		if errors.Is(err, cdc.ErrNotInitialized) {
-			return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", cfg.Storage.Path), Hint: "run 'pg-cdc init' first"}
-		}
-		return err
+		return notInitialized(err, cfg)
 	}
 	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Now: time.Now}
+
+	if cfg.Compaction.Interval > 0 {
+		// Compaction runs beside the stream on its own manifest committer;
+		// it stops with the stream and is waited for.
+		cctx, stopCompaction := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runCompactionLoop(cctx, store, cfg, log)
+		}()
+		defer func() {
+			stopCompaction()
+			<-done
+		}()
+	}
 
 	attempt := 0
 	for {

@@ -16,9 +16,9 @@ const DefaultGracePeriod = time.Hour
 
 // CollectResult describes one garbage collection.
 type CollectResult struct {
-	Retired  int // retired files deleted
-	Orphans  int // unreferenced files deleted (uploads no manifest ever named)
-	Waiting  int // retired or orphaned files younger than the grace period
+	Retired  int   // retired files deleted
+	Orphans  int   // unreferenced files deleted (uploads no manifest ever named)
+	Waiting  int   // retired or orphaned files younger than the grace period
 	Bytes    int64 // of the orphans deleted
 	Duration time.Duration
 }

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -366,4 +367,68 @@ func countUnchanged(row parquet.Row, counts *map[string]int64) {
 		}
 		(*counts)[string(v.ByteArray())]++
 	}
+}
+
+// NewCommitter opens the manifest for compaction: a committer whose
+// conflicts with the streamer do not count toward its breaker (the streamer
+// commits every flush; compaction only retries), bounded per commit instead.
+func NewCommitter(ctx context.Context, store blob.Conditional) (*manifest.Committer, error) {
+	mc, err := manifest.Open(ctx, store, manifest.Breaker{})
+	if err != nil {
+		return nil, err
+	}
+	mc.SetRival(func(_, _ *manifest.Manifest) bool { return false })
+	return mc, nil
+}
+
+// Pass compacts the named tables (every table of the manifest when none
+// are named), then collects garbage. A table that fails is logged and
+// reported in the joined error; the others still run, and so does the
+// collection.
+func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []cdc.TableID, opts Options, grace time.Duration) ([]Result, CollectResult, error) {
+	opts.defaults()
+	if err := mc.Refresh(ctx); err != nil {
+		return nil, CollectResult{}, fmt.Errorf("compact: %w", err)
+	}
+	ids := only
+	if len(ids) == 0 {
+		for _, t := range mc.Current().Tables {
+			ids = append(ids, t.ID())
+		}
+		slices.SortFunc(ids, func(a, b cdc.TableID) int { return cmpID(a, b) })
+	}
+	var (
+		results []Result
+		errs    []error
+	)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		res, err := Table(ctx, store, mc, id, opts)
+		if err != nil {
+			opts.Log.Error("compaction failed; the table keeps its previous base and deltas", "table", id.String(), "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		results = append(results, res)
+	}
+	if ctx.Err() != nil {
+		return results, CollectResult{}, errors.Join(errs...)
+	}
+	gc, err := Collect(ctx, store, mc, grace, opts.Now)
+	if err != nil {
+		errs = append(errs, err)
+	} else if gc.Retired+gc.Orphans > 0 {
+		opts.Log.Info("collected garbage", "retired_deleted", gc.Retired, "orphans_deleted", gc.Orphans, "waiting", gc.Waiting)
+	}
+	return results, gc, errors.Join(errs...)
+}
+
+func cmpID(a, b cdc.TableID) int {
+	if a.Schema != b.Schema {
+		return strings.Compare(a.Schema, b.Schema)
+	}
+	return strings.Compare(a.Name, b.Name)
 }

@@ -146,5 +146,3 @@ func drawChange(rt *rapid.T, m model, lsn, seq int64) []change {
 		return []change{{op: cdc.OpUpdate, lsn: lsn, seq: seq, id: id, a: a, big: big}}
 	}
 }
-
-

@@ -130,8 +130,8 @@ func (c Config) Validate() error {
 	if c.Compaction.TombstoneTTL <= 0 {
 		bad("compaction.tombstone_ttl", "must be > 0, got %s", c.Compaction.TombstoneTTL)
 	}
-	if c.GC.GracePeriod < time.Minute {
-		bad("gc.grace_period", "must be at least 1m (longer than any flush, compaction or reader), got %s", c.GC.GracePeriod)
+	if c.GC.GracePeriod <= 0 {
+		bad("gc.grace_period", "must be > 0 (and longer than any flush, compaction or reader), got %s", c.GC.GracePeriod)
 	}
 
 	switch c.Storage.Type {

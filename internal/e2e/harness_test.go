@@ -151,7 +151,14 @@ func (e *env) run(args ...string) (int, string) {
 // runWith runs a pg-cdc command with another configuration file.
 func (e *env) runWith(config string, args ...string) (int, string) {
 	e.t.Helper()
+	return e.runEnv(config, nil, args...)
+}
+
+// runEnv runs a pg-cdc command with extra environment variables.
+func (e *env) runEnv(config string, extraEnv []string, args ...string) (int, string) {
+	e.t.Helper()
 	cmd := exec.Command(binary, append([]string{"-c", config}, args...)...)
+	cmd.Env = append(os.Environ(), extraEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
