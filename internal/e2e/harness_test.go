@@ -166,6 +166,9 @@ func (e *env) runEnv(config string, extraEnv []string, args ...string) (int, str
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		code = exitErr.ExitCode()
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal()) // as a shell reports it
+		}
 	} else if err != nil {
 		e.t.Fatalf("run pg-cdc %v: %v", args, err)
 	}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+const compactionYAML = `compaction:
+  interval: 2s
+gc:
+  grace_period: 1s
+`
+
+// TestCompactionBesideStreamer compacts every two seconds inside start while
+// the workload updates and deletes the very keys being folded: the merged
+// state (read by DuckDB) equals the source, the slot is never confirmed past
+// the manifest, retired files are collected, and dump prints what
+// PostgreSQL's own COPY prints.
+func TestCompactionBesideStreamer(t *testing.T) {
+	e := newEnv(t, envOptions{extraYAML: compactionYAML})
+	seed(t, e, 50, 100)
+	e.mustRun("init")
+	s := e.startSampler()
+	d := e.start()
+	w := runWorkloadFor(e.url, 3, 12*time.Second)
+	w.wait(t)
+	touchAll(e)
+	e.waitCaughtUp(60 * time.Second)
+	// One more compaction after the last change, so the end state is read
+	// from a base as well as from deltas.
+	start := time.Now()
+	e.waitFor("a compaction after the workload", 30*time.Second, func() bool {
+		b := e.manifest().Tables["public.orders"].Base
+		return b != nil && b.CompactedAt != nil && b.CompactedAt.After(start)
+	})
+	d.stop()
+	s.check()
+
+	out := d.out.String()
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `msg="compacted table"`) && strings.Contains(l, "table=public.orders ") {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Errorf("orders was compacted %d times while the workload ran; want several", n)
+	}
+	if !strings.Contains(out, `msg="collected garbage"`) {
+		t.Error("no garbage was collected")
+	}
+	if strings.Contains(out, "compaction failed") || strings.Contains(out, "compaction pass failed") {
+		t.Errorf("a compaction failed:\n%s", lines(withoutDebug(out), 40))
+	}
+	m := e.manifest()
+	for _, table := range []string{"public.customers", "public.orders", "public.items"} {
+		if b := m.Tables[table].Base; b == nil || b.CompactedAt == nil || len(b.SortedBy) == 0 {
+			t.Errorf("%s: no compacted base: %+v", table, b)
+		}
+	}
+	assertSinkEqualsSource(t, e, "public.customers", "public.orders", "public.items")
+	assertNoUnreferencedFiles(t, e, m)
+	assertDumpEqualsCopy(t, e, "public.customers", "SELECT * FROM customers ORDER BY id")
+}
+
+// TestKillAtEachCompactionStep kills `pg-cdc compact` at each step (after
+// the new base is uploaded, after the manifest commit, in the middle of
+// deleting retired files) while the streamer and the workload go on; the
+// next compaction converges and nothing is lost or resurrected.
+func TestKillAtEachCompactionStep(t *testing.T) {
+	for _, fp := range []string{
+		"compact/after-base",     // base files written, manifest not
+		"compact/after-manifest", // manifest committed, old files still listed
+		"gc/delete",              // some retired files deleted, the list not yet trimmed
+	} {
+		t.Run(fp, func(t *testing.T) {
+			e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\n"})
+			seed(t, e, 50, 100)
+			e.mustRun("init")
+			s := e.startSampler()
+			d := e.start()
+			w := runWorkloadFor(e.url, 5, 8*time.Second)
+			e.waitProgress(e.manifest().EndLSN, 30*time.Second)
+			kill := fp + "=kill@1"
+			if fp == "gc/delete" {
+				// Retire files first, let them age past the grace period,
+				// then die after the first deletion of the next pass.
+				e.mustRun("compact")
+				e.waitProgress(e.manifest().EndLSN, 30*time.Second)
+				time.Sleep(1100 * time.Millisecond)
+				kill = fp + "=kill@2"
+			}
+			code, out := e.runEnv(e.config, []string{"PGCDC_FAILPOINTS=" + kill}, "compact")
+			if code != 137 {
+				t.Fatalf("expected the failpoint to kill compact (exit 137), got %d:\n%s", code, out)
+			}
+			// The sink is consistent right after the kill, while the
+			// streamer keeps writing.
+			e.waitCaughtUp(60 * time.Second)
+			assertManifestFilesExist(t, e)
+
+			time.Sleep(1100 * time.Millisecond) // past the grace period
+			out = e.mustRun("compact")
+			if !strings.Contains(out, "public.orders: base of epoch") {
+				t.Errorf("the rerun did not compact orders:\n%s", out)
+			}
+			w.wait(t)
+			touchAll(e)
+			e.waitCaughtUp(60 * time.Second)
+			e.mustRun("compact")
+			d.stop()
+			s.check()
+			m := e.manifest()
+			if n := len(m.Tables["public.orders"].Deltas); n != 0 {
+				t.Errorf("orders has %d deltas after a final compaction with the streamer stopped", n)
+			}
+			assertSinkEqualsSource(t, e, "public.customers", "public.orders", "public.items")
+			time.Sleep(1100 * time.Millisecond)
+			e.mustRun("compact") // nothing to fold; collects what the last one retired
+			assertNoUnreferencedFiles(t, e, e.manifest())
+		})
+	}
+}
+
+// assertManifestFilesExist checks that every file the manifest names is in
+// the sink: no step of compaction or collection deleted a live file.
+func assertManifestFilesExist(t *testing.T, e *env) {
+	t.Helper()
+	m := e.manifest()
+	for name, mt := range m.Tables {
+		var files []manifest.File
+		if mt.Base != nil {
+			files = append(files, mt.Base.Files...)
+		}
+		for _, d := range mt.Deltas {
+			files = append(files, d.Files...)
+		}
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join(e.sink, filepath.FromSlash(f.Path))); err != nil {
+				t.Fatalf("%s: the manifest names %s, which is gone: %v", name, f.Path, err)
+			}
+		}
+	}
+}
+
+// assertNoUnreferencedFiles checks that every data file in the sink is one
+// the manifest references or still lists as retired.
+func assertNoUnreferencedFiles(t *testing.T, e *env, m *manifest.Manifest) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, g := range m.Garbage {
+		known[g.Path] = true
+	}
+	for _, mt := range m.Tables {
+		if mt.Base != nil {
+			for _, f := range mt.Base.Files {
+				known[f.Path] = true
+			}
+		}
+		for _, d := range mt.Deltas {
+			for _, f := range d.Files {
+				known[f.Path] = true
+			}
+		}
+	}
+	err := filepath.WalkDir(e.sink, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+			return err
+		}
+		rel, _ := filepath.Rel(e.sink, p)
+		if !known[filepath.ToSlash(rel)] {
+			t.Errorf("%s is neither referenced nor listed as retired", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertDumpEqualsCopy compares `pg-cdc dump --format csv` with PostgreSQL's
+// own CSV output of query (same column order, ordered by key).
+func assertDumpEqualsCopy(t *testing.T, e *env, table, query string) {
+	t.Helper()
+	got := e.mustRun("dump", "--table", table, "--format", "csv")
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET extra_float_digits = 1"); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if _, err := e.conn.PgConn().CopyTo(ctx, &want, "COPY ("+query+") TO STDOUT WITH (FORMAT csv, HEADER)"); err != nil {
+		t.Fatal(err)
+	}
+	if got != want.String() {
+		t.Fatalf("dump of %s differs from PostgreSQL's COPY:\n got %d bytes: %s\nwant %d bytes: %s", table, len(got), lines(got, 5), want.Len(), lines(want.String(), 5))
+	}
+	if strings.Count(got, "\n") < 10 {
+		t.Fatalf("dump of %s has too few rows to prove anything:\n%s", table, got)
+	}
+}
