@@ -50,7 +50,7 @@ func newStatusCmd(configPath *string) *cobra.Command {
 				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", cfg.Storage.Path)
 				return nil
 			}
-			printManifest(out, m)
+			printManifest(out, m, time.Now())
 			return nil
 		},
 	}
@@ -72,7 +72,7 @@ func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Mani
 	}
 }
 
-func printManifest(out io.Writer, m *manifest.Manifest) {
+func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339))
 	if n := len(m.History); n > 0 {
 		last := m.History[n-1]
@@ -85,15 +85,19 @@ func printManifest(out io.Writer, m *manifest.Manifest) {
 	}
 	sort.Strings(keys)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH")
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tCOMPACTED")
 	for _, k := range keys {
 		t := m.Tables[k]
-		var baseRows, changeRows, bytes int64
+		var baseRows, tombstones, changeRows, bytes int64
 		var lastEpoch uint64
+		compacted := "-"
 		if t.Base != nil {
-			baseRows = t.Base.RowCount
+			baseRows, tombstones = t.Base.RowCount, t.Base.Tombstones
 			for _, f := range t.Base.Files {
 				bytes += f.Bytes
+			}
+			if t.Base.CompactedAt != nil {
+				compacted = fmt.Sprintf("epoch %d, %s ago", t.Base.Epoch, now.Sub(*t.Base.CompactedAt).Round(time.Second))
 			}
 		}
 		for _, d := range t.Deltas {
@@ -103,10 +107,20 @@ func printManifest(out io.Writer, m *manifest.Manifest) {
 				bytes += f.Bytes
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\n", k, t.Snapshot.State, baseRows, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", k, t.Snapshot.State, baseRows, tombstones, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch, compacted)
 	}
 	tw.Flush()
 	printAdjusted(out, m, keys)
+	if n := len(m.Garbage); n > 0 {
+		oldest := m.Garbage[0].RetiredAt
+		for _, g := range m.Garbage {
+			if g.RetiredAt.Before(oldest) {
+				oldest = g.RetiredAt
+			}
+		}
+		fmt.Fprintf(out, "garbage:   %d retired files, oldest retired %s ago; deleted by compaction once older than gc.grace_period\n",
+			n, now.Sub(oldest).Round(time.Second))
+	}
 }
 
 // printAdjusted lists, per table and column, the values a documented type
@@ -134,6 +148,11 @@ func printAdjusted(out io.Writer, m *manifest.Manifest, keys []string) {
 			fmt.Fprintf(out, "adjusted:  %s column %q: %d values written by a type rule (docs/types.md)\n", k, c, sum[c])
 		}
 		lost := map[string]int64{}
+		if t.Base != nil {
+			for c, n := range t.Base.UnrecoveredTOAST {
+				lost[c] += n
+			}
+		}
 		for _, d := range t.Deltas {
 			for c, n := range d.UnrecoveredTOAST {
 				lost[c] += n
