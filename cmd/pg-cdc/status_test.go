@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// TestPrintManifestCompaction checks what status shows about compaction: a
+// base's tombstones and age, the retired files waiting for collection, and
+// unrecovered TOAST values counted in a base as well as in deltas.
+func TestPrintManifestCompaction(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	compacted := now.Add(-90 * time.Second)
+	m := &manifest.Manifest{
+		Epoch: 42,
+		Tables: map[string]*manifest.Table{
+			"public.orders": {
+				Schema: "public", Name: "orders",
+				Snapshot: manifest.Snapshot{State: "complete"},
+				Base: &manifest.Base{
+					Epoch: 40, RowCount: 3000, Tombstones: 212, CompactedAt: &compacted,
+					Files:            []manifest.File{{Path: "x", Bytes: 2048}},
+					UnrecoveredTOAST: map[string]int64{"note": 2},
+				},
+				Deltas: []manifest.Delta{{Epoch: 41, Rows: 5, UnrecoveredTOAST: map[string]int64{"note": 1}}},
+			},
+			"public.items": {
+				Schema: "public", Name: "items",
+				Snapshot: manifest.Snapshot{State: "complete"},
+				Base:     &manifest.Base{RowCount: 7},
+			},
+		},
+		Garbage: []manifest.RetiredFile{
+			{Path: "a", RetiredAt: now.Add(-10 * time.Minute)},
+			{Path: "b", RetiredAt: now.Add(-30 * time.Minute)},
+		},
+	}
+	var out bytes.Buffer
+	printManifest(&out, m, now)
+	got := out.String()
+	for _, want := range []string{
+		"TOMBSTONES",
+		"COMPACTED",
+		"epoch 40, 1m30s ago",
+		`unchanged: public.orders column "note": 3 rows`,
+		"garbage:   2 retired files, oldest retired 30m0s ago",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, "public.orders ") && !strings.Contains(l, " 212 ") {
+			t.Errorf("the orders line does not show its 212 tombstones: %q", l)
+		}
+		if strings.HasPrefix(l, "public.items ") && !strings.HasSuffix(strings.TrimSpace(l), "-") {
+			t.Errorf("a snapshot base is shown as compacted: %q", l)
+		}
+	}
+}
