@@ -107,7 +107,21 @@ func lockSink(ctx context.Context, s sink, what string) (func() error, error) {
 // notInitialized gives a missing manifest its operator hint.
 func notInitialized(err error, cfg config.Config) error {
 	if errors.Is(err, cdc.ErrNotInitialized) {
-		return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", cfg.Storage.Path), Hint: "run 'pg-cdc init' first"}
+		return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", sinkName(cfg)), Hint: "run 'pg-cdc init' first"}
 	}
 	return err
+}
+
+// sinkName names the sink for messages: the directory, or the object
+// store's URL (s3://bucket/prefix, gs://bucket/prefix).
+func sinkName(cfg config.Config) string {
+	scheme := map[string]string{config.StorageS3: "s3", config.StorageGCS: "gs"}[cfg.Storage.Type]
+	if scheme == "" {
+		return cfg.Storage.Path
+	}
+	u := scheme + "://" + cfg.Storage.Bucket
+	if cfg.Storage.Prefix != "" {
+		u += "/" + cfg.Storage.Prefix
+	}
+	return u
 }

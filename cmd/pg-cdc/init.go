@@ -64,7 +64,7 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 			return err
 		}
 		fmt.Fprintf(out, "already initialized: %d tables, epoch %d, end LSN %s (manifest %s in %s); nothing changed\n",
-			len(m.Tables), m.Epoch, m.EndLSN, manifest.Key, cfg.Storage.Path)
+			len(m.Tables), m.Epoch, m.EndLSN, manifest.Key, sinkName(cfg))
 		return nil
 	case !errors.Is(err, cdc.ErrNotInitialized):
 		return err
@@ -112,7 +112,7 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		// No manifest refers to this slot, so nothing depends on it: it is
 		// left over from an init that did not finish.
 		if slot.Active {
-			return fmt.Errorf("replication slot %q exists and is in use by PID %d, but there is no manifest in %s; stop that consumer or choose another slot name", cfg.Replication.Slot, slot.ActivePID, cfg.Storage.Path)
+			return fmt.Errorf("replication slot %q exists and is in use by PID %d, but there is no manifest in %s; stop that consumer or choose another slot name", cfg.Replication.Slot, slot.ActivePID, sinkName(cfg))
 		}
 		log.Warn("dropping a replication slot left by an unfinished init", "slot", cfg.Replication.Slot)
 		if err := db.DropSlot(ctx, cfg.Replication.Slot); err != nil {
@@ -168,7 +168,7 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		rows += b.RowCount
 	}
 	fmt.Fprintf(out, "initialized: %d tables, %d rows snapshotted at LSN %s into %s; run 'pg-cdc start' to stream\n",
-		len(tables), rows, lsn, cfg.Storage.Path)
+		len(tables), rows, lsn, sinkName(cfg))
 	return nil
 }
 

@@ -50,6 +50,9 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err != nil {
 		return notInitialized(err, cfg)
 	}
+	if err := checkOwner(committer.Current(), cfg); err != nil {
+		return err
+	}
 	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Now: time.Now}
 
 	if cfg.Compaction.Interval > 0 {
@@ -213,4 +216,21 @@ func (r replSource) Receive(ctx context.Context) (replicate.Message, error) {
 
 func (r replSource) SendStatus(ctx context.Context, pos cdc.LSN, reply bool) error {
 	return r.c.SendStatus(ctx, pos, reply)
+}
+
+// checkOwner refuses a sink whose manifest was built through another slot or
+// publication than the config names: two streamers on one storage path
+// would each write epochs the other never sees. The database itself is
+// checked against the manifest once connected (checkIdentity).
+func checkOwner(m *manifest.Manifest, cfg config.Config) error {
+	src := m.Source
+	if src.Slot == cfg.Replication.Slot && src.Publication == cfg.Replication.Publication {
+		return nil
+	}
+	return &cdc.Error{
+		Class: cdc.ErrUpstreamMismatch,
+		Msg: fmt.Sprintf("the sink %s belongs to slot %q and publication %q of database %q (system %s), but the config names slot %q and publication %q",
+			sinkName(cfg), src.Slot, src.Publication, src.Database, src.SystemIdentifier, cfg.Replication.Slot, cfg.Replication.Publication),
+		Hint: "another pg-cdc owns this storage path: give this one its own storage path (or prefix), or fix replication.slot and replication.publication",
+	}
 }

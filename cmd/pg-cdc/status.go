@@ -47,7 +47,7 @@ func newStatusCmd(configPath *string) *cobra.Command {
 			}
 			printSlot(out, cfg.Replication.Slot, slot, m)
 			if m == nil {
-				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", cfg.Storage.Path)
+				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", sinkName(cfg))
 				return nil
 			}
 			printManifest(out, m, time.Now())

@@ -35,7 +35,7 @@ func newTeardownCmd(configPath *string) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "dropped slot %q and publication %q; the data in %s is untouched\n",
-				cfg.Replication.Slot, cfg.Replication.Publication, cfg.Storage.Path)
+				cfg.Replication.Slot, cfg.Replication.Publication, sinkName(cfg))
 			return nil
 		},
 	}

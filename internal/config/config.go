@@ -14,6 +14,7 @@ type Config struct {
 	Replication ReplicationConfig
 	Init        InitConfig
 	Storage     StorageConfig
+	AWS         AWSConfig
 	Flush       FlushConfig
 	State       StateConfig
 	Compaction  CompactionConfig
@@ -93,13 +94,40 @@ const (
 
 // StorageConfig is the "storage" section.
 type StorageConfig struct {
-	// Type (storage.type, PGCDC_STORAGE_TYPE) is the sink kind. Only
-	// "filesystem" in this version; "s3" and "gcs" are reserved. Default
-	// "filesystem".
+	// Type (storage.type, PGCDC_STORAGE_TYPE) is the sink kind:
+	// "filesystem" (default), "s3" or "gcs".
 	Type string
 	// Path (storage.path, PGCDC_STORAGE_PATH) is the sink root directory for
 	// the filesystem sink. Default "./pgcdc-data".
 	Path string
+	// Bucket and Prefix (storage.bucket, storage.prefix) place an object
+	// store sink: every key lives under bucket/prefix/.
+	Bucket string
+	Prefix string
+	// Region (storage.region) is the S3 region; empty means the AWS chain's
+	// (AWS_REGION, the shared config), else us-east-1.
+	Region string
+	// Endpoint (storage.endpoint) is an S3-compatible endpoint URL, or a GCS
+	// endpoint for an emulator; empty means the provider's own.
+	Endpoint string
+	// ForcePathStyle (storage.force_path_style) addresses S3 buckets as
+	// endpoint/bucket/key, which most S3-compatible stores need.
+	ForcePathStyle bool
+	// CredentialsFile (storage.credentials_file) is a GCS service account
+	// key file; empty means application default credentials.
+	CredentialsFile string
+	// AcceptSingleWriterRisk (storage.accept_single_writer_risk) lets pg-cdc
+	// run on a store whose start-up probe shows that it ignores conditional
+	// writes: two writers on one prefix would then go undetected.
+	AcceptSingleWriterRisk bool
+}
+
+// AWSConfig is the "aws" section.
+type AWSConfig struct {
+	// MaxRetries (aws.max_retries, PGCDC_AWS_MAX_RETRIES) is how often the
+	// S3 client retries a failed request (the SDK's standard retryer with
+	// its backoff). Default 5.
+	MaxRetries int
 }
 
 // FlushConfig is the "flush" section.
@@ -216,6 +244,7 @@ func Default() Config {
 		},
 		Init:    InitConfig{ParallelWorkers: 4},
 		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data"},
+		AWS:     AWSConfig{MaxRetries: 5},
 		Flush: FlushConfig{
 			IntervalSec:     10,
 			MaxRows:         100000,

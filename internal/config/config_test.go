@@ -71,6 +71,7 @@ func TestParseFull(t *testing.T) {
 		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyIntervalSec: 5, MemoryBudgetBytes: 1 << 20},
 		Init:        InitConfig{ParallelWorkers: 2},
 		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc"},
+		AWS:         AWSConfig{MaxRetries: 5},
 		Flush:       FlushConfig{IntervalSec: 3, MaxRows: 500, MaxBytes: 2048, DrainTimeoutSec: 7, ParallelWorkers: 8},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
 		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
@@ -315,6 +316,8 @@ func TestEnvErrors(t *testing.T) {
 			[]string{`PGCDC_TABLES_INCLUDE (tables.include): item 1 of the comma-separated list is empty`}},
 		{"invalid after override", []string{"PGCDC_LOG_FORMAT=xml"}, []string{`log.format: want text or json, got "xml"`}},
 		{"all reported", []string{"PGCDC_A=1", "PGCDC_B=2"}, []string{"PGCDC_A", "PGCDC_B"}},
+		{"bool is true or false", []string{"PGCDC_STORAGE_FORCE_PATH_STYLE=yes"},
+			[]string{`PGCDC_STORAGE_FORCE_PATH_STYLE (storage.force_path_style): want true or false, got "yes"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,6 +355,9 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		if _, isDur := l.target.(*time.Duration); isDur {
 			val = "1s"
 		}
+		if _, isBool := l.target.(*bool); isBool {
+			val = "true"
+		}
 		if err := setFromEnv(l, val); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -361,13 +367,15 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Tables:      TablesConfig{Include: []string{"1"}, Exclude: []string{"1"}},
 		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1},
 		Init:        InitConfig{ParallelWorkers: 1},
-		Storage:     StorageConfig{Type: "v", Path: "v"},
-		Flush:       FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1},
-		State:       StateConfig{Path: "v"},
-		Compaction:  CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
-		GC:          GCConfig{GracePeriod: time.Second},
-		Log:         LogConfig{Level: "v", Format: "v"},
-		Types:       map[string]string{"s.t.c": "v"},
+		Storage: StorageConfig{Type: "v", Path: "v", Bucket: "v", Prefix: "v", Region: "v", Endpoint: "v",
+			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true},
+		AWS:        AWSConfig{MaxRetries: 1},
+		Flush:      FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1},
+		State:      StateConfig{Path: "v"},
+		Compaction: CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
+		GC:         GCConfig{GracePeriod: time.Second},
+		Log:        LogConfig{Level: "v", Format: "v"},
+		Types:      map[string]string{"s.t.c": "v"},
 	}) {
 		t.Fatalf("some field has no leaf: %+v", c)
 	}
@@ -477,6 +485,39 @@ func TestTypesOverrides(t *testing.T) {
 		_, err := Parse([]byte(minimal+tc.yaml), "f.yml", nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestObjectStoreSinks parses the keys of the s3 and gcs sinks; booleans
+// accept only true and false.
+func TestObjectStoreSinks(t *testing.T) {
+	c, err := Parse([]byte(`source:
+  postgres:
+    url: postgresql://u@h/db
+storage:
+  type: s3
+  bucket: lake
+  prefix: cdc/app
+  region: eu-west-1
+  endpoint: http://127.0.0.1:7070
+  force_path_style: true
+  accept_single_writer_risk: false
+aws:
+  max_retries: 7
+`), "f.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StorageConfig{Type: "s3", Path: "./pgcdc-data", Bucket: "lake", Prefix: "cdc/app", Region: "eu-west-1",
+		Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true}
+	if c.Storage != want || c.AWS.MaxRetries != 7 {
+		t.Fatalf("got %+v %+v", c.Storage, c.AWS)
+	}
+	for _, v := range []string{"yes", "1", `"true"`, "~"} {
+		_, err := Parse([]byte("source:\n  postgres:\n    url: postgresql://u@h/db\nstorage:\n  force_path_style: "+v+"\n"), "f.yml", nil)
+		if err == nil || !strings.Contains(err.Error(), "f.yml:5: storage.force_path_style: want true or false") {
+			t.Errorf("force_path_style: %s: got %v", v, err)
 		}
 	}
 }

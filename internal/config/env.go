@@ -126,6 +126,15 @@ func setFromEnv(l leaf, val string) error {
 			return fmt.Errorf("want an integer, got %q", truncate(val))
 		}
 		*t = n
+	case *bool:
+		switch strings.TrimSpace(val) {
+		case "true":
+			*t = true
+		case "false":
+			*t = false
+		default:
+			return fmt.Errorf("want true or false, got %q", truncate(val))
+		}
 	case *time.Duration:
 		d, err := parseDuration(val)
 		if err != nil {

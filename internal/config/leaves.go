@@ -7,7 +7,8 @@ import (
 )
 
 // leaf is one settable key: its dotted path in the file and a pointer to the
-// field it sets. target is one of *string, *int, *int64, *[]string or
+// field it sets. target is one of *string, *int, *int64, *bool,
+// *time.Duration, *[]string or
 // *map[string]string (a mapping whose keys are data, not names); the
 // set is closed and every user switches over it.
 type leaf struct {
@@ -40,6 +41,14 @@ func leaves(c *Config) []leaf {
 		{"init.parallel_workers", &c.Init.ParallelWorkers},
 		{"storage.type", &c.Storage.Type},
 		{"storage.path", &c.Storage.Path},
+		{"storage.bucket", &c.Storage.Bucket},
+		{"storage.prefix", &c.Storage.Prefix},
+		{"storage.region", &c.Storage.Region},
+		{"storage.endpoint", &c.Storage.Endpoint},
+		{"storage.force_path_style", &c.Storage.ForcePathStyle},
+		{"storage.credentials_file", &c.Storage.CredentialsFile},
+		{"storage.accept_single_writer_risk", &c.Storage.AcceptSingleWriterRisk},
+		{"aws.max_retries", &c.AWS.MaxRetries},
 		{"flush.interval_sec", &c.Flush.IntervalSec},
 		{"flush.max_rows", &c.Flush.MaxRows},
 		{"flush.max_bytes", &c.Flush.MaxBytes},
@@ -89,6 +98,8 @@ func kindName(target any) string {
 		return "an integer"
 	case *time.Duration:
 		return "a duration"
+	case *bool:
+		return "true or false"
 	case *[]string:
 		return "a list of strings"
 	case *map[string]string:

@@ -215,6 +215,14 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 		if n, ok := w.integer(l.path, line, v, 64); ok {
 			*t = n
 		}
+	case *bool:
+		// Only YAML's true and false: "yes", "on" and 1 are refused, so a
+		// switch that accepts a risk is never flipped by accident.
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || (v.Value != "true" && v.Value != "false") {
+			w.errorf(line, "%s: want true or false, got %s", l.path, describe(v))
+			return
+		}
+		*t = v.Value == "true"
 	case *time.Duration:
 		if v.Kind != yaml.ScalarNode || isNull(v) || v.ShortTag() != "!!str" {
 			w.errorf(line, "%s: want a duration such as \"90s\", \"15m\" or \"720h\", got %s", l.path, describe(v))

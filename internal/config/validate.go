@@ -140,9 +140,23 @@ func (c Config) Validate() error {
 			bad("storage.path", "required for the filesystem sink")
 		}
 	case StorageS3, StorageGCS:
-		bad("storage.type", "%q is not supported yet; this version supports %q", c.Storage.Type, StorageFilesystem)
+		if c.Storage.Bucket == "" {
+			bad("storage.bucket", "required for the %s sink", c.Storage.Type)
+		}
+		if p := c.Storage.Prefix; p != "" && (strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || slices.Contains(strings.Split(p, "/"), "..") || slices.Contains(strings.Split(p, "/"), "")) {
+			bad("storage.prefix", "want a relative key prefix such as \"cdc/app\" (no leading or trailing /, no empty or .. parts), got %q", p)
+		}
+		if c.Storage.Type == StorageGCS && (c.Storage.Region != "" || c.Storage.ForcePathStyle) {
+			bad("storage.region", "region and force_path_style apply to s3 only")
+		}
+		if c.Storage.Type == StorageS3 && c.Storage.CredentialsFile != "" {
+			bad("storage.credentials_file", "applies to gcs only; S3 credentials come from the standard AWS chain")
+		}
 	default:
-		bad("storage.type", "unknown sink type %q; want %q", c.Storage.Type, StorageFilesystem)
+		bad("storage.type", "unknown sink type %q; want %q, %q or %q", c.Storage.Type, StorageFilesystem, StorageS3, StorageGCS)
+	}
+	if c.AWS.MaxRetries < 0 || c.AWS.MaxRetries > 100 {
+		bad("aws.max_retries", "want 0 to 100, got %d", c.AWS.MaxRetries)
 	}
 	if c.State.Path == "" {
 		bad("state.path", "required")

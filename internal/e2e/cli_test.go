@@ -43,6 +43,20 @@ func TestOperatorErrors(t *testing.T) {
 	}
 	d.stop()
 
+	// A start whose config names another slot is refused: the sink belongs
+	// to the slot in its manifest, and the message names both.
+	cfg, err := os.ReadFile(e.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.dir + "/other-slot.yml"
+	if err := os.WriteFile(other, []byte(strings.Replace(string(cfg), "slot: "+e.slot, "slot: other_slot", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.runWith(other, "start"); code != 12 || !strings.Contains(out, `"`+e.slot+`"`) || !strings.Contains(out, `"other_slot"`) {
+		t.Errorf("start with another slot on an owned sink: exit %d, want 12 naming both slots:\n%s", code, out)
+	}
+
 	// Configuration errors exit 2 and name the key and line.
 	bad := e.dir + "/bad.yml"
 	if err := os.WriteFile(bad, []byte("source:\n  postgres:\n    url: \"postgres://x@127.0.0.1/db\"\nflush:\n  intervall_sec: 3\n"), 0o644); err != nil {
