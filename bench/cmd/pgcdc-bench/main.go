@@ -16,6 +16,9 @@
 //     until the manifest holds every backlog row (then SIGTERM).
 //   - Snapshot (W5): pg-cdc init on a large table against raw COPY to a
 //     counter on one connection (binary: the ceiling; text: context).
+//   - Compaction: pg-cdc compact of a table of --compact-rows rows, snapshot
+//     base plus streamed updates and deletes, then once more on its result
+//     plus new deltas (compact.go).
 //   - Live lag: pg-cdc start while W1 runs at a fixed rate.
 //   - A CPU and allocation profile of pg-cdc draining W1.
 //
@@ -58,6 +61,10 @@ type options struct {
 	// pgoutputBinary adds a bare client that asks for binary values.
 	pgoutputBinary bool
 	wideRandom     bool
+	// compactRows is the table pg-cdc compact folds; compactMemory its
+	// compaction.memory_budget_bytes (0: pg-cdc's default).
+	compactRows   int
+	compactMemory int64
 }
 
 func main() {
@@ -81,8 +88,10 @@ func main() {
 	flag.IntVar(&o.wideBytes, "wide-bytes", 8192, "text bytes per W4 row")
 	flag.BoolVar(&o.wideRandom, "wide-random", false, "W4 texts of random hex (incompressible) instead of English words")
 	flag.IntVar(&o.snapshotRows, "snapshot-rows", 2_000_000, "rows of the W5 snapshot table (--full: 10,000,000)")
-	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w5,lag (default all)")
+	flag.IntVar(&o.compactRows, "compact-rows", 1_000_000, "rows of the table pg-cdc compact folds (--full: 10,000,000)")
+	flag.Int64Var(&o.compactMemory, "compact-memory", 0, "compaction.memory_budget_bytes for pg-cdc compact (0: pg-cdc's default)")
+	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w5,compact,lag (default all)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -99,9 +108,10 @@ func main() {
 	}
 	if o.full {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
+		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows {
-		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1 and the row counts at least --txn-rows")
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100")
 		os.Exit(2)
 	}
 

@@ -27,10 +27,15 @@ func (h *harness) profileDrain(ctx context.Context, r pgcdcRun, rows int) (*prof
 		return nil, err
 	}
 	p := &profile{run: run, files: r.dir}
+	p.cpuTop, p.memTop = h.pprofTops(ctx, cpu, mem)
+	return p, nil
+}
+
+// pprofTops returns the top of a CPU and an allocation profile of pg-cdc.
+func (h *harness) pprofTops(ctx context.Context, cpu, mem string) (cpuTop, memTop string) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		p.cpuTop = "(go not on PATH: run go tool pprof -top " + cpu + ")"
-		return p, nil
+		return "(go not on PATH: run go tool pprof -top " + cpu + ")", ""
 	}
 	top := func(args ...string) string {
 		out, err := exec.CommandContext(ctx, goBin, append([]string{"tool", "pprof", "-top", "-nodecount=30"}, args...)...).CombinedOutput()
@@ -39,9 +44,7 @@ func (h *harness) profileDrain(ctx context.Context, r pgcdcRun, rows int) (*prof
 		}
 		return trimPprof(string(out))
 	}
-	p.cpuTop = top(h.bin, cpu)
-	p.memTop = top("-sample_index=alloc_space", h.bin, mem)
-	return p, nil
+	return top(h.bin, cpu), top("-sample_index=alloc_space", h.bin, mem)
 }
 
 // trimPprof drops pprof's header lines that name local files.

@@ -140,6 +140,16 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
+	if h.selected("compact") {
+		res, err := h.compaction(ctx)
+		if err != nil {
+			return fmt.Errorf("compaction: %w", err)
+		}
+		h.rep.compact = res
+		if err := h.rep.write(o.out); err != nil {
+			return err
+		}
+	}
 	if h.selected("lag") {
 		res, err := h.liveLag(ctx)
 		if err != nil {

@@ -47,16 +47,7 @@ func (h *harness) snapshot(ctx context.Context) (*snapshotResult, error) {
 	}
 	defer c.Close(context.Background())
 	began := time.Now()
-	for lo := 1; lo <= n; lo += 1_000_000 {
-		if _, err := c.Exec(ctx, "INSERT INTO bench "+rowsSQL(lo, min(n, lo+999_999))); err != nil {
-			return nil, fmt.Errorf("load: %w", err)
-		}
-	}
-	// Hint bits and the visibility map are set now, not by the first reader.
-	if _, err := c.Exec(ctx, "VACUUM (FREEZE, ANALYZE) bench"); err != nil {
-		return nil, err
-	}
-	if _, err := c.Exec(ctx, "CHECKPOINT"); err != nil {
+	if err := loadRows(ctx, c, n); err != nil {
 		return nil, err
 	}
 	res.loadTime = time.Since(began)

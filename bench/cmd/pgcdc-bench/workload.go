@@ -19,6 +19,22 @@ func rowsSQL(lo, hi int) string {
 	FROM generate_series(%d, %d) g`, lo, hi)
 }
 
+// loadRows fills the table with rows 1..n in 1M-row statements, then
+// vacuums (hint bits and the visibility map are set now, not by the first
+// reader) and checkpoints.
+func loadRows(ctx context.Context, c *pgx.Conn, n int) error {
+	for lo := 1; lo <= n; lo += 1_000_000 {
+		if _, err := c.Exec(ctx, "INSERT INTO bench "+rowsSQL(lo, min(n, lo+999_999))); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	if _, err := c.Exec(ctx, "VACUUM (FREEZE, ANALYZE) bench"); err != nil {
+		return err
+	}
+	_, err := c.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
 // insertBatches inserts rows lo..hi in transactions of per rows, server-side
 // (a DO block that commits), so the client's speed is out of the picture.
 func insertBatches(ctx context.Context, c *pgx.Conn, lo, hi, per int) error {
