@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,7 +39,7 @@ func TestSnapshotTx(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := e.db.BeginSnapshot(ctx)
+	s, err := e.db.BeginSnapshot(ctx, []cdc.TableID{tbl.ID}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,11 @@ func TestSnapshotTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := e.xidOf(`INSERT INTO t VALUES (4, 'four')`)
+	// A TRUNCATE would empty the table for the snapshot (it is not
+	// MVCC-safe): it waits for the snapshot's lock.
+	if _, err := open.Exec(ctx, `SET lock_timeout = '200ms'; TRUNCATE t`); err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Errorf("TRUNCATE beside the snapshot: %v; want a lock timeout", err)
+	}
 
 	snap := s.Current()
 	for _, c := range []struct {
@@ -63,7 +69,7 @@ func TestSnapshotTx(t *testing.T) {
 		}
 	}
 
-	// Two reads, on connections of their own, see the same snapshot.
+	// Two reads see the same snapshot.
 	for range 2 {
 		var got []string
 		n, err := s.CopyTable(ctx, tbl, func(vals []cdc.Datum) error {
@@ -96,11 +102,46 @@ func TestSnapshotTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.CopyTable(ctx, tbl, func([]cdc.Datum) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "import snapshot") {
+	if err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("copy after Close: %v; want the snapshot to be gone", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+	// The lock went with the transaction.
+	if _, err := open.Exec(ctx, `SET lock_timeout = '5s'; TRUNCATE t`); err != nil {
+		t.Errorf("TRUNCATE after Close: %v", err)
+	}
+}
+
+// TestSnapshotTxLockTimeout: a table that a pending TRUNCATE holds cannot
+// be read under a snapshot; BeginSnapshot gives up after its lock timeout
+// and names the tables.
+func TestSnapshotTxLockTimeout(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	e.exec(`CREATE TABLE "Odd name" (id int PRIMARY KEY)`, `CREATE TABLE u (id int PRIMARY KEY)`)
+	holder, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `TRUNCATE "Odd name"`); err != nil {
+		t.Fatal(err)
+	}
+	ids := []cdc.TableID{{Schema: "public", Name: "u"}, {Schema: "public", Name: "Odd name"}}
+	start := time.Now()
+	_, err = e.db.BeginSnapshot(ctx, ids, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "lock public.u, public.Odd name in ACCESS SHARE mode") || !strings.Contains(err.Error(), "lock timeout") {
+		t.Errorf("BeginSnapshot beside a TRUNCATE: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("BeginSnapshot waited %s", d)
 	}
 }
 
