@@ -3,8 +3,12 @@
 //
 // One round, for a set of tables:
 //
-//  1. read the manifest (before), then open a REPEATABLE READ snapshot of
-//     the source and record it as pg_current_snapshot() reports it;
+//  1. read the manifest (before), then open a REPEATABLE READ transaction
+//     on the source that locks the tables in ACCESS SHARE mode and only then
+//     takes its snapshot, recorded as pg_current_snapshot() reports it
+//     (TRUNCATE and table rewrites are not MVCC-safe: one committed after
+//     the snapshot would empty the table for it; the locks make them wait
+//     for verify, as they wait for pg_dump);
 //  2. commit a watermark (a transactional logical decoding message) after
 //     the snapshot, and wait until the manifest's end LSN reaches it: every
 //     transaction the snapshot sees committed before the watermark, so it

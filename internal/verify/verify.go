@@ -27,14 +27,18 @@ const (
 	DefaultWait   = 2 * time.Minute
 	DefaultPoll   = 200 * time.Millisecond
 	DefaultRounds = 3
+	// DefaultLockTimeout: a TRUNCATE or DDL that holds a table longer makes
+	// verify fail rather than queue the application's writes behind it.
+	DefaultLockTimeout = 30 * time.Second
 )
 
 // Source is the database verify reads: a snapshot to read tables under,
 // and a way to commit a watermark transaction after it.
 type Source interface {
-	// BeginSnapshot opens a read-only transaction and reports its snapshot;
-	// the caller closes it.
-	BeginSnapshot(ctx context.Context) (Snapshot, error)
+	// BeginSnapshot opens a read-only transaction that first locks tables
+	// against TRUNCATE and rewrites (which are not MVCC-safe), waiting at
+	// most lockTimeout, then takes its snapshot; the caller closes it.
+	BeginSnapshot(ctx context.Context, tables []cdc.TableID, lockTimeout time.Duration) (Snapshot, error)
 	// EmitMessage commits a transaction holding one transactional logical
 	// decoding message and returns a position the stream passes only after
 	// every transaction that committed before it.
@@ -45,8 +49,9 @@ type Source interface {
 type Snapshot interface {
 	// Current is the snapshot as pg_current_snapshot() reports it.
 	Current() cdc.Snapshot
-	// CopyTable reads every row of t under the snapshot, in no particular
-	// order, values in t.Columns order (postgres.DB.CopyTable's contract).
+	// CopyTable reads every row of t, one of the locked tables, under the
+	// snapshot, in no particular order, values in t.Columns order
+	// (postgres.DB.CopyTable's contract).
 	CopyTable(ctx context.Context, t *cdc.Table, fn func(values []cdc.Datum) error) (int64, error)
 	Close() error
 }
@@ -70,6 +75,8 @@ type Options struct {
 	Wait time.Duration
 	// Poll is how often the manifest is read while waiting.
 	Poll time.Duration
+	// LockTimeout bounds the wait for the tables' ACCESS SHARE locks.
+	LockTimeout time.Duration
 	// Rounds bounds the snapshots taken for a table whose base compaction
 	// replaced while verify waited (see doc.go).
 	Rounds int
@@ -91,6 +98,9 @@ func (o *Options) defaults() {
 	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = DefaultRounds
@@ -197,7 +207,13 @@ func runRound(ctx context.Context, src Source, sink Sink, ids []cdc.TableID, opt
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify: %w", err)
 	}
-	snap, err := src.BeginSnapshot(ctx)
+	if len(ids) == 0 {
+		for _, t := range before.Tables {
+			ids = append(ids, t.ID())
+		}
+		slices.SortFunc(ids, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
+	}
+	snap, err := src.BeginSnapshot(ctx, ids, opts.LockTimeout)
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify: %w", err)
 	}
@@ -210,12 +226,6 @@ func runRound(ctx context.Context, src Source, sink Sink, ids []cdc.TableID, opt
 	m, err := waitWatermark(ctx, sink, watermark, opts)
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(ids) == 0 {
-		for _, t := range m.Tables {
-			ids = append(ids, t.ID())
-		}
-		slices.SortFunc(ids, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
 	}
 	var (
 		results []TableResult

@@ -163,7 +163,10 @@ type source struct {
 	next *source
 }
 
-func (s *source) BeginSnapshot(context.Context) (Snapshot, error) {
+func (s *source) BeginSnapshot(_ context.Context, tables []cdc.TableID, lockTimeout time.Duration) (Snapshot, error) {
+	if len(tables) != 1 || tables[0] != testTable.ID || lockTimeout != DefaultLockTimeout {
+		return nil, errors.New("unexpected tables to lock")
+	}
 	s.rounds++
 	if s.next != nil {
 		s.snap, s.rows = s.next.snap, s.next.rows
