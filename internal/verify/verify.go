@@ -145,6 +145,9 @@ type TableResult struct {
 	Epoch     uint64  `json:"epoch"`
 	EndLSN    cdc.LSN `json:"end_lsn"`
 	Counts
+	// Newer counts the sink's versions that the snapshot does not see
+	// (written by transactions that committed after it), left out.
+	Newer int64 `json:"newer_sink_versions_ignored"`
 	// Adjusted counts, per column, source values a documented type rule
 	// changed (docs/types.md): compared in the form the sink stores, where
 	// distinct source values may look alike.
@@ -376,6 +379,7 @@ func compareTable(ctx context.Context, snap Snapshot, sink Sink, before *manifes
 	}
 	res.Counts = counts
 	res.Equal = !counts.Differs()
+	res.Newer = r.Stats().Filtered
 	res.Duration = time.Since(started)
 	return res, nil
 }

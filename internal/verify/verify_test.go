@@ -240,7 +240,7 @@ func TestRunAsOfSnapshot(t *testing.T) {
 	}
 	r := rep.Tables[0]
 	if r.Table != "public.t" || r.SourceRows != 4 || r.SinkRows != 4 || r.Matching != 4 ||
-		r.Snapshot != "100:105:102" || r.Watermark != 1100 || r.EndLSN < 1100 || strings.Join(r.Key, ",") != "id" {
+		r.Snapshot != "100:105:102" || r.Newer != 3 || r.Watermark != 1100 || r.EndLSN < 1100 || strings.Join(r.Key, ",") != "id" {
 		t.Errorf("result: %+v", r)
 	}
 	if src.closed != 1 {
