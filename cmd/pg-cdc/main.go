@@ -43,6 +43,7 @@ func run(args []string) int {
 		newTeardownCmd(&configPath),
 		newCompactCmd(&configPath),
 		newDumpCmd(&configPath),
+		newVerifyCmd(&configPath),
 		newVersionCmd(),
 	)
 	root.SetArgs(args)
