@@ -13,6 +13,7 @@ package blobtest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,8 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"PutFailedReaderKeepsOld", testPutFailedReader},
 		{"PutCanceled", testPutCanceled},
+		{"LargeObject", testLargeObject},
+		{"PutFailedReaderLarge", testPutFailedReaderLarge},
 		{"ConcurrentPutGet", testConcurrentPutGet},
 		{"ReadVersionMissing", conditional(testReadVersionMissing)},
 		{"PutIfCreate", conditional(testPutIfCreate)},
@@ -321,6 +324,68 @@ func testPutFailedReader(t *testing.T, s blob.Store) {
 		t.Errorf("a failed Put left an object behind: Get = %v", err)
 	}
 	wantKeys(t, s, "", "x/obj") // and no scratch file is listed
+}
+
+// largeSize is more than two parts of the smallest S3 multipart part size
+// (5 MiB), and not a multiple of it: stores that upload in parts should be
+// built with a part size of at most 5 MiB for this suite, so that the
+// multipart path is the one tested.
+const largeSize = 12<<20 + 12345
+
+// largePattern is pattern for large objects: 4 KiB blocks, each stamped
+// with its index, so that parts stored out of order are detected. It costs
+// a memmove per block, not a loop per byte (which is slow under -race).
+func largePattern(n int, seed byte) []byte {
+	const block = 4096
+	base := pattern(block, seed)
+	b := make([]byte, n)
+	for i := 0; i < n; i += block {
+		copy(b[i:], base)
+		if i+8 <= n {
+			binary.BigEndian.PutUint64(b[i:], uint64(i/block))
+		}
+	}
+	return b
+}
+
+func testLargeObject(t *testing.T, s blob.Store) {
+	big := largePattern(largeSize, 5)
+	put(t, s, "big/obj", big)
+	wantContent(t, s, "big/obj", big)
+	infos, err := s.List(ctx(t), "big/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Size != largeSize {
+		t.Fatalf("List(big/) = %v, want one object of %d bytes", infos, largeSize)
+	}
+	// Replaced by a small object, and then by another large one.
+	put(t, s, "big/obj", []byte("small"))
+	wantContent(t, s, "big/obj", []byte("small"))
+	big2 := largePattern(largeSize-1000, 6)
+	put(t, s, "big/obj", big2)
+	wantContent(t, s, "big/obj", big2)
+}
+
+// testPutFailedReaderLarge is testPutFailedReader past the first part of a
+// multipart upload: parts already sent must never become visible.
+func testPutFailedReaderLarge(t *testing.T, s blob.Store) {
+	put(t, s, "big/obj", []byte("old"))
+	boom := errors.New("boom")
+	for _, key := range []string{"big/obj", "big/new"} {
+		err := s.Put(ctx(t), key, &failingReader{data: largePattern(11<<20, 7), err: boom})
+		if err == nil {
+			t.Fatalf("Put(%q) with a reader failing after 11 MiB succeeded", key)
+		}
+		if !errors.Is(err, boom) {
+			t.Errorf("Put(%q) error %v does not wrap the reader's error", key, err)
+		}
+	}
+	wantContent(t, s, "big/obj", []byte("old"))
+	if _, err := s.Get(ctx(t), "big/new"); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("a failed large Put left an object behind: Get = %v", err)
+	}
+	wantKeys(t, s, "", "big/obj")
 }
 
 func testPutCanceled(t *testing.T, s blob.Store) {
