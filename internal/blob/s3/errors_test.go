@@ -316,3 +316,31 @@ func TestCABundle(t *testing.T) {
 func pemOf(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// TestSlowGet: a GetObject body that keeps arriving may take longer than
+// RequestTimeout in all; only silence fails it.
+func TestSlowGet(t *testing.T) {
+	const (
+		timeout = 300 * time.Millisecond
+		chunks  = 10
+	)
+	sc := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(chunks))
+		w.Header().Set("ETag", `"e"`)
+		w.WriteHeader(200)
+		for range chunks {
+			w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			time.Sleep(timeout / 3)
+		}
+	})
+	s := sc.store(t, func(o *Options) { o.RequestTimeout = timeout })
+	start := time.Now()
+	data, _, err := s.ReadVersion(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("ReadVersion of a slow but steady body failed after %v: %v", time.Since(start), err)
+	}
+	if len(data) != chunks || time.Since(start) < timeout {
+		t.Fatalf("read %d bytes in %v; the test wants %d bytes over more than %v", len(data), time.Since(start), chunks, timeout)
+	}
+}
