@@ -9,19 +9,27 @@ const arenaChunk = 1 << 20
 
 // Arena copies rows into shared slabs. A slab is never reallocated, so a row
 // stays valid until Reset. The zero Arena is ready to use.
+//
+// Reset keeps the slabs and fills them again from the first: a sorter that
+// spills run after run reuses the same memory instead of leaving a budget's
+// worth of garbage per run (which the collector let grow to about twice the
+// budget before reclaiming it).
 type Arena struct {
-	values []parquet.Value
-	bytes  []byte
+	values [][]parquet.Value
+	vi     int // the slab being filled
+	bytes  [][]byte
+	bi     int
+	// big is set when a value got its own allocation: Reset then clears
+	// the values, so stale ones past a slab's length do not keep it alive.
+	big bool
 }
 
 // Clone copies row, byte arrays included, into the arena.
 func (a *Arena) Clone(row parquet.Row) parquet.Row {
-	if cap(a.values)-len(a.values) < len(row) {
-		a.values = make([]parquet.Value, 0, max(arenaChunk/valueSize, len(row)))
-	}
-	start := len(a.values)
-	a.values = append(a.values, row...)
-	out := parquet.Row(a.values[start:len(a.values):len(a.values)])
+	vs := a.valueSlab(len(row))
+	start := len(*vs)
+	*vs = append(*vs, row...)
+	out := parquet.Row((*vs)[start:len(*vs):len(*vs)])
 	for i, v := range out {
 		if k := v.Kind(); k != parquet.ByteArray && k != parquet.FixedLenByteArray {
 			continue
@@ -31,21 +39,65 @@ func (a *Arena) Clone(row parquet.Row) parquet.Row {
 			// A large value gets its own allocation rather than wasting
 			// most of a slab.
 			out[i] = v.Clone()
+			a.big = true
 			continue
 		}
-		if cap(a.bytes)-len(a.bytes) < len(b) {
-			a.bytes = make([]byte, 0, arenaChunk)
-		}
-		off := len(a.bytes)
-		a.bytes = append(a.bytes, b...)
-		out[i] = withBytes(v, a.bytes[off:len(a.bytes):len(a.bytes)])
+		bs := a.byteSlab(len(b))
+		off := len(*bs)
+		*bs = append(*bs, b...)
+		out[i] = withBytes(v, (*bs)[off:len(*bs):len(*bs)])
 	}
 	return out
 }
 
-// Reset forgets every row and reuses the current slabs: rows cloned before
-// are overwritten by later clones, so the caller must be done with them.
-func (a *Arena) Reset() { a.values, a.bytes = a.values[:0], a.bytes[:0] }
+// valueSlab returns a slab with room for n more values.
+func (a *Arena) valueSlab(n int) *[]parquet.Value {
+	for {
+		if a.vi == len(a.values) {
+			a.values = append(a.values, make([]parquet.Value, 0, max(arenaChunk/valueSize, n)))
+		}
+		s := &a.values[a.vi]
+		if cap(*s)-len(*s) >= n {
+			return s
+		}
+		if len(*s) == 0 {
+			// Empty and still too small: only a row wider than a slab.
+			*s = make([]parquet.Value, 0, n)
+			return s
+		}
+		a.vi++
+	}
+}
+
+// byteSlab returns a slab with room for n more bytes (n ≤ arenaChunk/4).
+func (a *Arena) byteSlab(n int) *[]byte {
+	for {
+		if a.bi == len(a.bytes) {
+			a.bytes = append(a.bytes, make([]byte, 0, arenaChunk))
+		}
+		s := &a.bytes[a.bi]
+		if cap(*s)-len(*s) >= n {
+			return s
+		}
+		a.bi++
+	}
+}
+
+// Reset forgets every row and reuses the slabs: rows cloned before are
+// overwritten by later clones, so the caller must be done with them.
+func (a *Arena) Reset() {
+	for i := range a.values[:min(a.vi+1, len(a.values))] {
+		if a.big {
+			clear(a.values[i])
+		}
+		a.values[i] = a.values[i][:0]
+	}
+	a.big = false
+	for i := range a.bytes[:min(a.bi+1, len(a.bytes))] {
+		a.bytes[i] = a.bytes[i][:0]
+	}
+	a.vi, a.bi = 0, 0
+}
 
 // withBytes returns v with its byte array replaced by b (same length),
 // keeping its kind, levels and column index.

@@ -1,11 +1,19 @@
 // Package extsort sorts parquet rows that may not fit in memory: rows are
-// buffered up to a byte budget, sorted, and spilled as Parquet run files to a
+// buffered up to a byte budget, sorted, and spilled as run files to a
 // scratch directory; the sorted result is a k-way merge of the runs.
 //
-// Memory is the budget (plus the Go runtime's headroom) while rows are added,
-// and one read buffer per run while the result is read. Run files are
-// scratch: Close removes them, and a crash leaves only files in the scratch
-// directory that the caller's next run clears.
+// Memory is bounded by the budget in both phases:
+//
+//   - while rows are added, by the buffered rows (the budget, counted by
+//     rowCost) plus the buffer of the run being written (a block);
+//   - while the result is read, by one block per open run (runReadBytes,
+//     more only for a row larger than a block). At most budget/runReadBytes
+//     runs are merged at once; when more were spilled, groups of them are
+//     first merged into longer runs, so the bound holds whatever the number
+//     of rows.
+//
+// Run files are scratch: Close removes them, and a crash leaves only files
+// in the scratch directory that the caller's next run clears.
 package extsort
 
 import (
@@ -29,30 +37,32 @@ const rowOverhead = 48
 // valueSize is the in-memory size of one parquet.Value.
 const valueSize = 24
 
-// readBatch is how many rows a run reader decodes at a time.
-const readBatch = 64
-
 // Sorter accumulates rows and returns them sorted. It is not safe for
 // concurrent use.
 type Sorter struct {
-	schema *parquet.Schema
 	cmp    Compare
 	dir    string
 	budget int64
+	// fanIn caps the runs merged at once (0: budget/runReadBytes).
+	fanIn int
 
 	buf     []parquet.Row
 	arena   Arena
 	used    int64
 	runs    []string
+	spilled int // runs written from the buffer
+	merges  int // runs written by merging runs
 	rows    int64
 	sorted  bool
 	readers []*runReader
 }
 
 // New returns a sorter of rows of schema. Runs go to dir, which must exist;
-// budget bounds the bytes of buffered rows before a run is spilled.
-func New(schema *parquet.Schema, cmp Compare, dir string, budget int64) *Sorter {
-	return &Sorter{schema: schema, cmp: cmp, dir: dir, budget: max(budget, 1<<20)}
+// budget bounds the bytes of buffered rows before a run is spilled, and the
+// read buffers of the runs merged at once. The schema is not needed by the
+// run format, which keeps each value's kind, levels and column.
+func New(_ *parquet.Schema, cmp Compare, dir string, budget int64) *Sorter {
+	return &Sorter{cmp: cmp, dir: dir, budget: max(budget, 1<<20)}
 }
 
 // Add copies row into the sorter.
@@ -72,8 +82,12 @@ func (s *Sorter) Add(row parquet.Row) error {
 // Rows returns how many rows were added.
 func (s *Sorter) Rows() int64 { return s.rows }
 
-// Runs returns how many runs were spilled to disk.
-func (s *Sorter) Runs() int { return len(s.runs) }
+// Runs returns how many runs were spilled to disk from the buffer.
+func (s *Sorter) Runs() int { return s.spilled }
+
+// Merges returns how many intermediate runs were written by merging runs,
+// because more were spilled than may be merged at once. Final after Sorted.
+func (s *Sorter) Merges() int { return s.merges }
 
 func rowCost(row parquet.Row) int64 {
 	n := int64(rowOverhead + valueSize*len(row))
@@ -91,27 +105,21 @@ func (s *Sorter) spill() error {
 		return nil
 	}
 	slices.SortFunc(s.buf, s.cmp)
-	f, err := os.CreateTemp(s.dir, "run-*.parquet")
+	w, err := createRun(s.dir)
 	if err != nil {
-		return fmt.Errorf("extsort: create run: %w", err)
+		return err
 	}
-	s.runs = append(s.runs, f.Name())
-	// Runs are read once, right away: fast compression, no statistics.
-	w := parquet.NewWriter(f, s.schema, parquet.Compression(&parquet.Snappy),
-		parquet.DataPageStatistics(false), parquet.PageBufferSize(256<<10))
-	for start := 0; start < len(s.buf); start += 1024 {
-		if _, err := w.WriteRows(s.buf[start:min(start+1024, len(s.buf))]); err != nil {
-			f.Close()
-			return fmt.Errorf("extsort: write run: %w", err)
+	for _, row := range s.buf {
+		if err := w.write(row); err != nil {
+			w.abort()
+			return err
 		}
 	}
-	if err := w.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("extsort: close run: %w", err)
+	if err := w.close(); err != nil {
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("extsort: close run: %w", err)
-	}
+	s.runs = append(s.runs, w.name())
+	s.spilled++
 	clear(s.buf)
 	s.buf = s.buf[:0]
 	s.arena.Reset()
@@ -119,38 +127,139 @@ func (s *Sorter) spill() error {
 	return nil
 }
 
+// maxFanIn is how many runs may be merged at once within the budget.
+func (s *Sorter) maxFanIn() int {
+	if s.fanIn > 0 {
+		return max(s.fanIn, 2)
+	}
+	return max(int(s.budget/runReadBytes), 2)
+}
+
 // Sorted ends adding and returns an iterator over every row in order. Rows
 // that compare equal come in no particular order.
-func (s *Sorter) Sorted() (*Iterator, error) {
+func (s *Sorter) Sorted() (*Iterator, error) { return s.SortedWith() }
+
+// Source is a sequence of rows already in the sorter's order (a file
+// sorted before, say), which SortedWith merges with the added rows without
+// buffering or spilling it. Rows out of order make the result out of order:
+// checking is the caller's business.
+type Source interface {
+	// Next returns the next row, or io.EOF after the last. The row must
+	// stay valid until the following call.
+	Next() (parquet.Row, error)
+}
+
+// SortedWith ends adding and returns an iterator over the added rows and
+// every source's rows, in order. The caller keeps ownership of the sources
+// (and must keep them open until the iterator is done). Rows that compare
+// equal come in no particular order.
+func (s *Sorter) SortedWith(srcs ...Source) (*Iterator, error) {
 	if s.sorted {
 		return nil, errors.New("extsort: Sorted called twice")
 	}
 	s.sorted = true
+	var inputs []input
+	for _, src := range srcs {
+		inputs = append(inputs, &srcInput{src: src})
+	}
 	if len(s.runs) == 0 {
 		// Everything fits: no file at all.
 		slices.SortFunc(s.buf, s.cmp)
-		return &Iterator{mem: s.buf, cmp: s.cmp}, nil
+		return s.merge(append(inputs, &memInput{rows: s.buf, i: -1}))
 	}
 	if err := s.spill(); err != nil {
 		return nil, err
 	}
-	s.buf = nil
-	it := &Iterator{cmp: s.cmp}
-	for _, path := range s.runs {
+	// The buffer's memory is the merge's now.
+	s.buf, s.arena = nil, Arena{}
+	for fan := max(s.maxFanIn()-len(srcs), 2); len(s.runs) > fan; {
+		// The oldest runs first; the merged one goes last, so every row
+		// is rewritten about log_fan(runs) times.
+		merged, err := s.mergeRuns(s.runs[:fan])
+		if err != nil {
+			return nil, err
+		}
+		for _, path := range s.runs[:fan] {
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("extsort: remove run: %w", err)
+			}
+		}
+		s.runs = append(slices.Clone(s.runs[fan:]), merged)
+		s.merges++
+	}
+	runs, err := s.openRuns(s.runs)
+	if err != nil {
+		return nil, err
+	}
+	return s.merge(append(inputs, runs...))
+}
+
+// mergeRuns merges the runs at paths into a new run file and returns its
+// path.
+func (s *Sorter) mergeRuns(paths []string) (string, error) {
+	runs, err := s.openRuns(paths)
+	if err != nil {
+		return "", err
+	}
+	it, err := s.merge(runs)
+	if err != nil {
+		return "", err
+	}
+	defer it.Close()
+	w, err := createRun(s.dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		row, err := it.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			w.abort()
+			return "", err
+		}
+		if err := w.write(row); err != nil {
+			w.abort()
+			return "", err
+		}
+	}
+	if err := w.close(); err != nil {
+		return "", err
+	}
+	return w.name(), nil
+}
+
+// openRuns opens the run files at paths.
+func (s *Sorter) openRuns(paths []string) ([]input, error) {
+	var out []input
+	for _, path := range paths {
 		r, err := openRun(path)
 		if err != nil {
-			it.Close()
+			for _, in := range out {
+				in.close()
+			}
 			return nil, err
 		}
 		s.readers = append(s.readers, r)
-		it.all = append(it.all, r)
-		ok, err := r.advance()
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// merge returns an iterator over the inputs' rows.
+func (s *Sorter) merge(inputs []input) (*Iterator, error) {
+	it := &Iterator{all: inputs}
+	for _, in := range inputs {
+		ok, err := in.advance()
 		if err != nil {
 			it.Close()
 			return nil, err
 		}
 		if ok {
-			it.heap.items = append(it.heap.items, r)
+			it.heap.items = append(it.heap.items, in)
+		} else {
+			in.close()
 		}
 	}
 	it.heap.cmp = s.cmp
@@ -178,27 +287,16 @@ func (s *Sorter) Close() error {
 
 // Iterator returns sorted rows.
 type Iterator struct {
-	cmp  Compare
-	mem  []parquet.Row // everything fitted in memory
-	next int
-
-	heap runHeap
-	all  []*runReader
-	last *runReader // the run whose row was returned last; advanced lazily
+	heap inputHeap
+	all  []input
+	last input // the input whose row was returned last; advanced lazily
 }
 
 // Next returns the next row, or io.EOF after the last. The row is valid only
 // until the next call to Next.
 func (it *Iterator) Next() (parquet.Row, error) {
-	if it.mem != nil || it.all == nil {
-		if it.next >= len(it.mem) {
-			return nil, io.EOF
-		}
-		it.next++
-		return it.mem[it.next-1], nil
-	}
-	// The previous row may live in its run's read buffer: only now, after
-	// the caller is done with it, may that run move on.
+	// The previous row may live in its input's read buffer: only now, after
+	// the caller is done with it, may that input move on.
 	if it.last != nil {
 		ok, err := it.last.advance()
 		if err != nil {
@@ -208,6 +306,7 @@ func (it *Iterator) Next() (parquet.Row, error) {
 			heap.Fix(&it.heap, 0)
 		} else {
 			heap.Pop(&it.heap)
+			it.last.close() // its buffers are free for the others
 		}
 		it.last = nil
 	}
@@ -221,81 +320,66 @@ func (it *Iterator) Next() (parquet.Row, error) {
 
 // Close releases the run readers; the Sorter's Close removes the files.
 func (it *Iterator) Close() {
-	for _, r := range it.all {
-		r.close()
+	for _, in := range it.all {
+		in.close()
 	}
-	it.all, it.heap.items, it.mem = nil, nil, nil
+	it.all, it.heap.items, it.last = nil, nil, nil
 }
 
-// runReader reads one run file in batches.
-type runReader struct {
-	f     *os.File
-	r     *parquet.Reader
-	batch []parquet.Row
-	n, i  int
-	done  bool
+// input is one sorted sequence the iterator merges.
+type input interface {
+	// advance moves to the next row; false at the end. The previous row
+	// is invalid after.
+	advance() (bool, error)
+	current() parquet.Row
+	// close releases the input's buffers; it may be called again.
+	close()
 }
 
-func openRun(path string) (*runReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("extsort: open run: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("extsort: open run: %w", err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("extsort: open run %s: %w", path, err)
-	}
-	return &runReader{f: f, r: parquet.NewReader(pf), batch: make([]parquet.Row, readBatch), i: -1}, nil
+// memInput is the buffer, when nothing was spilled.
+type memInput struct {
+	rows []parquet.Row
+	i    int
 }
 
-// advance moves to the next row; false at the end of the run.
-func (r *runReader) advance() (bool, error) {
-	if r.done {
+func (m *memInput) advance() (bool, error) {
+	m.i++
+	return m.i < len(m.rows), nil
+}
+func (m *memInput) current() parquet.Row { return m.rows[m.i] }
+func (m *memInput) close()               {}
+
+// srcInput is a caller's Source.
+type srcInput struct {
+	src Source
+	row parquet.Row
+}
+
+func (in *srcInput) advance() (bool, error) {
+	row, err := in.src.Next()
+	if errors.Is(err, io.EOF) {
 		return false, nil
 	}
-	r.i++
-	if r.i < r.n {
-		return true, nil
+	if err != nil {
+		return false, err
 	}
-	n, err := r.r.ReadRows(r.batch)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("extsort: read run: %w", err)
-	}
-	r.n, r.i = n, 0
-	if n == 0 {
-		r.done = true
-		return false, nil
-	}
+	in.row = row
 	return true, nil
 }
+func (in *srcInput) current() parquet.Row { return in.row }
+func (in *srcInput) close()               { in.row = nil }
 
-func (r *runReader) current() parquet.Row { return r.batch[r.i] }
-
-func (r *runReader) close() {
-	if r.f != nil {
-		r.r.Close()
-		r.f.Close()
-		r.f = nil
-	}
-}
-
-// runHeap orders run readers by their current row.
-type runHeap struct {
-	items []*runReader
+// inputHeap orders inputs by their current row.
+type inputHeap struct {
+	items []input
 	cmp   Compare
 }
 
-func (h *runHeap) Len() int           { return len(h.items) }
-func (h *runHeap) Less(i, j int) bool { return h.cmp(h.items[i].current(), h.items[j].current()) < 0 }
-func (h *runHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *runHeap) Push(x any)         { h.items = append(h.items, x.(*runReader)) }
-func (h *runHeap) Pop() any {
+func (h *inputHeap) Len() int           { return len(h.items) }
+func (h *inputHeap) Less(i, j int) bool { return h.cmp(h.items[i].current(), h.items[j].current()) < 0 }
+func (h *inputHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *inputHeap) Push(x any)         { h.items = append(h.items, x.(input)) }
+func (h *inputHeap) Pop() any {
 	x := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]
 	return x
