@@ -22,7 +22,10 @@
 // T is kept, once per (__lsn, __seq).
 //
 // Memory: input rows go through an external sort (package extsort) bounded
-// by Options.MemoryBytes; folding holds one key's newest values.
+// by Options.MemoryBytes; folding holds one key's newest values. A base that
+// compaction wrote is already in merge order (manifest.Base.SortedBy): it is
+// not sorted again but read beside the sorted deltas, file after file, and
+// its order is checked as it is read.
 package merge
 
 import (
@@ -86,6 +89,7 @@ type Reader struct {
 
 	sorter *extsort.Sorter
 	it     *extsort.Iterator
+	base   *baseStream // the sorted base read beside the sort, or nil
 
 	truncated          bool
 	truncLSN, truncSeq int64
@@ -114,7 +118,7 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("merge %s: %w", mt.ID(), err)
 	}
-	files, err := inputs(mt, opts.UpToEpoch)
+	baseFiles, deltaFiles, err := inputs(mt, opts.UpToEpoch)
 	if err != nil {
 		return nil, err
 	}
@@ -149,31 +153,48 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 		budget = DefaultMemoryBytes
 	}
 	r.sorter = extsort.New(schema.Parquet(), r.order.Compare, opts.ScratchDir, budget)
-	for _, f := range files {
+	sortFiles := append(baseFiles, deltaFiles...)
+	if opts.Visible == nil && baseInOrder(mt.Base, table.PrimaryKey) {
+		// The stream's statistics come from the files' footers, which hold
+		// every row's; with a Visible filter they must count only the rows
+		// it keeps, so the base is then sorted like any input.
+		if r.base, err = openBase(ctx, store, r, baseFiles, opts.ScratchDir); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if r.base != nil {
+			sortFiles = deltaFiles
+		}
+	}
+	for _, f := range sortFiles {
 		if err := r.load(ctx, store, f, opts); err != nil {
 			r.Close()
 			return nil, err
 		}
 	}
-	r.stats.Files = len(files)
+	r.stats.Files = len(baseFiles) + len(deltaFiles)
 	r.stats.Runs = r.sorter.Runs()
-	if r.it, err = r.sorter.Sorted(); err != nil {
+	if r.base != nil {
+		r.it, err = r.sorter.SortedWith(r.base)
+	} else {
+		r.it, err = r.sorter.Sorted()
+	}
+	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("merge %s: %w", table.ID, err)
 	}
 	return r, nil
 }
 
-// inputs lists the files to merge: the base, then the deltas.
-func inputs(mt *manifest.Table, upTo *uint64) ([]string, error) {
-	var files []string
+// inputs lists the files to merge: the base's, then the deltas'.
+func inputs(mt *manifest.Table, upTo *uint64) (base, deltas []string, err error) {
 	if b := mt.Base; b != nil {
 		if upTo != nil && b.Epoch > *upTo {
-			return nil, fmt.Errorf("table %s: epoch %d was folded into the base of epoch %d by compaction; the oldest state the manifest holds is as of epoch %d",
+			return nil, nil, fmt.Errorf("table %s: epoch %d was folded into the base of epoch %d by compaction; the oldest state the manifest holds is as of epoch %d",
 				mt.ID(), *upTo, b.Epoch, b.Epoch)
 		}
 		for _, f := range b.Files {
-			files = append(files, f.Path)
+			base = append(base, f.Path)
 		}
 	}
 	for _, d := range mt.Deltas {
@@ -181,10 +202,10 @@ func inputs(mt *manifest.Table, upTo *uint64) ([]string, error) {
 			continue
 		}
 		for _, f := range d.Files {
-			files = append(files, f.Path)
+			deltas = append(deltas, f.Path)
 		}
 	}
-	return files, nil
+	return base, deltas, nil
 }
 
 // load downloads one file to the scratch directory and adds its versions to
@@ -195,27 +216,11 @@ func (r *Reader) load(ctx context.Context, store blob.Store, key string, opts Op
 		return fmt.Errorf("merge %s: %w", r.table.ID, err)
 	}
 	defer os.Remove(local)
-	f, err := os.Open(local)
+	f, pr, err := r.openLocal(local, key)
 	if err != nil {
-		return fmt.Errorf("merge %s: %w", r.table.ID, err)
+		return err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("merge %s: %w", r.table.ID, err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		return fmt.Errorf("merge %s: file %s: %w", r.table.ID, key, err)
-	}
-	var pr *parquet.Reader
-	if parquet.EqualNodes(pf.Schema(), r.schema.Parquet()) {
-		pr = parquet.NewReader(pf)
-	} else {
-		// Written under another schema version: parquet-go maps columns by
-		// name, and those the file lacks read as NULL.
-		pr = parquet.NewReader(pf, r.schema.Parquet())
-	}
 	defer pr.Close()
 	batch := make([]parquet.Row, 256)
 	for {
@@ -241,12 +246,25 @@ func (r *Reader) load(ctx context.Context, store blob.Store, key string, opts Op
 }
 
 func (r *Reader) add(row parquet.Row, key string, opts Options) error {
+	keep, err := r.admit(row, key, opts)
+	if err != nil || !keep {
+		return err
+	}
+	if err := r.sorter.Add(row); err != nil {
+		return fmt.Errorf("merge %s: %w", r.table.ID, err)
+	}
+	return nil
+}
+
+// admit checks one input row, counts it, and reports whether it is a
+// version to merge (truncate markers and rows Visible rejects are not).
+func (r *Reader) admit(row parquet.Row, key string, opts Options) (bool, error) {
 	if len(row) < parquetfile.FirstDataLeaf {
-		return fmt.Errorf("merge %s: file %s holds a row of %d values", r.table.ID, key, len(row))
+		return false, fmt.Errorf("merge %s: file %s holds a row of %d values", r.table.ID, key, len(row))
 	}
 	if opts.Visible != nil && !opts.Visible(row[parquetfile.LeafXID].Int64()) {
 		r.stats.Filtered++
-		return nil
+		return false, nil
 	}
 	lsn, seq := row[parquetfile.LeafLSN].Int64(), row[parquetfile.LeafSeq].Int64()
 	r.stats.MaxLSN = max(r.stats.MaxLSN, lsn)
@@ -257,20 +275,42 @@ func (r *Reader) add(row parquet.Row, key string, opts Options) error {
 		if !r.truncated || lsn > r.truncLSN || (lsn == r.truncLSN && seq > r.truncSeq) {
 			r.truncated, r.truncLSN, r.truncSeq = true, lsn, seq
 		}
-		return nil
+		return false, nil
 	case cdc.OpInsert, cdc.OpUpdate, cdc.OpDelete:
 		if r.insertOnly && op != cdc.OpInsert {
-			return fmt.Errorf("merge %s: the table has no primary key but file %s holds a %c row at LSN %s: only insert-only tables can be merged without a key",
+			return false, fmt.Errorf("merge %s: the table has no primary key but file %s holds a %c row at LSN %s: only insert-only tables can be merged without a key",
 				r.table.ID, key, op, cdc.LSN(lsn))
 		}
 	default:
-		return fmt.Errorf("merge %s: file %s holds a row with __op %q", r.table.ID, key, row[parquetfile.LeafOp].ByteArray())
+		return false, fmt.Errorf("merge %s: file %s holds a row with __op %q", r.table.ID, key, row[parquetfile.LeafOp].ByteArray())
 	}
 	r.stats.Versions++
-	if err := r.sorter.Add(row); err != nil {
-		return fmt.Errorf("merge %s: %w", r.table.ID, err)
+	return true, nil
+}
+
+// openLocal opens a downloaded input file for reading rows in the merge's
+// schema.
+func (r *Reader) openLocal(local, key string) (*os.File, *parquet.Reader, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return nil, nil, fmt.Errorf("merge %s: %w", r.table.ID, err)
 	}
-	return nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("merge %s: %w", r.table.ID, err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("merge %s: file %s: %w", r.table.ID, key, err)
+	}
+	if parquet.EqualNodes(pf.Schema(), r.schema.Parquet()) {
+		return f, parquet.NewReader(pf), nil
+	}
+	// Written under another schema version: parquet-go maps columns by
+	// name, and those the file lacks read as NULL.
+	return f, parquet.NewReader(pf, r.schema.Parquet()), nil
 }
 
 // download copies key to a new file in dir and returns its path.
@@ -400,10 +440,14 @@ func (r *Reader) Close() error {
 	if r.it != nil {
 		r.it.Close()
 	}
-	if r.sorter != nil {
-		return r.sorter.Close()
+	var errs []error
+	if r.base != nil {
+		errs = append(errs, r.base.close())
 	}
-	return nil
+	if r.sorter != nil {
+		errs = append(errs, r.sorter.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // opOf returns a row's __op.
