@@ -14,7 +14,7 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/blob/... ./internal/failpoint/... ./internal/replicate/...
 PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate)(/|$$)
 
-.PHONY: all build test unit integration demo check fmt vet tidy clean postgres bench
+.PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw bench
 
 all: build
 
@@ -24,7 +24,13 @@ build:
 postgres:
 	@./scripts/ensure-postgres.sh
 
-test: postgres
+# The S3 tests run a real S3-compatible server (versitygw), built once from
+# the Go module proxy into the user cache; building it here keeps a cold
+# build out of the tests' timeouts.
+versitygw:
+	@./scripts/ensure-versitygw.sh >/dev/null
+
+test: postgres versitygw
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m $(PURE_PKGS)
 	$(GO) test -count=1 -timeout 25m $$($(GO) list ./... | grep -v -E '$(PURE_RE)')

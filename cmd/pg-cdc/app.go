@@ -16,6 +16,8 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
+	"github.com/pg-cdc/pg-cdc/internal/blob/gcs"
+	"github.com/pg-cdc/pg-cdc/internal/blob/s3"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 )
@@ -68,32 +70,91 @@ func withSignals(configPath *string, fn func(ctx context.Context, cfg config.Con
 	}
 }
 
-// sink is what the commands need of the storage: objects, a conditional
-// put for the manifest, and the writer lock.
+// sink is what the commands need of the storage: objects and a conditional
+// put for the manifest. A sink that can also hold a writer lock
+// (blob.Locker: the filesystem) makes a second writer fail fast; on an
+// object store the manifest's owner check and its compare-and-swap do that
+// job (DESIGN §3).
 type sink interface {
 	blob.Store
 	blob.Conditional
-	blob.Locker
 }
 
-func openSink(cfg config.Config) (sink, error) {
-	switch cfg.Storage.Type {
-	case "filesystem":
-		s, err := fs.New(cfg.Storage.Path)
+func openSink(ctx context.Context, cfg config.Config) (sink, error) {
+	st := cfg.Storage
+	switch st.Type {
+	case config.StorageFilesystem:
+		s, err := fs.New(st.Path)
 		if err != nil {
-			return nil, fmt.Errorf("open filesystem sink %s: %w", cfg.Storage.Path, err)
+			return nil, fmt.Errorf("open filesystem sink %s: %w", st.Path, err)
+		}
+		return s, nil
+	case config.StorageS3:
+		retries := cfg.AWS.MaxRetries
+		if retries == 0 {
+			retries = -1 // the store reads 0 as "its default"; the config means none
+		}
+		s, err := s3.New(ctx, s3.Options{Bucket: st.Bucket, Prefix: st.Prefix, Region: st.Region,
+			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries})
+		if err != nil {
+			return nil, fmt.Errorf("open S3 sink %s: %w", sinkName(cfg), err)
+		}
+		return s, nil
+	case config.StorageGCS:
+		s, err := gcs.New(ctx, gcs.Options{Bucket: st.Bucket, Prefix: st.Prefix,
+			CredentialsFile: st.CredentialsFile, Endpoint: st.Endpoint})
+		if err != nil {
+			return nil, fmt.Errorf("open GCS sink %s: %w", sinkName(cfg), err)
 		}
 		return s, nil
 	default:
-		return nil, usageError{fmt.Errorf("storage.type %q is not supported by this version (use filesystem)", cfg.Storage.Type)}
+		return nil, usageError{fmt.Errorf("storage.type %q is not supported", st.Type)}
 	}
 }
 
-// lockSink takes the sink's writer lock, so a second writer fails fast.
+// probeSink checks that the sink enforces conditional writes (DESIGN §2)
+// before anything is written: a store that silently ignores them would let
+// two writers overwrite each other's manifest. Refused with exit 14 unless
+// storage.accept_single_writer_risk is set.
+func probeSink(ctx context.Context, s sink, cfg config.Config, log *slog.Logger) error {
+	host, _ := os.Hostname()
+	key := fmt.Sprintf("_pgcdc/probe/%s-%d-%d", keySafe(host), os.Getpid(), time.Now().UnixNano())
+	err := blob.ProbeConditional(ctx, s, key)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, blob.ErrConditionalIgnored):
+		return fmt.Errorf("probe sink %s: %w", sinkName(cfg), err)
+	case cfg.Storage.AcceptSingleWriterRisk:
+		log.Warn("the sink ignores conditional writes; running anyway because storage.accept_single_writer_risk is set: a second writer on this prefix would go undetected",
+			"sink", sinkName(cfg), "err", err)
+		return nil
+	default:
+		return &cdc.Error{Class: cdc.ErrSinkUnsafe, Msg: fmt.Sprintf("sink %s: %v", sinkName(cfg), err),
+			Hint: "use a store that enforces If-Match / If-None-Match (or generation preconditions); if this pg-cdc is certainly the only writer, set storage.accept_single_writer_risk: true"}
+	}
+}
+
+// keySafe keeps the characters a host name may put in an object key.
+func keySafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// lockSink takes the sink's writer lock, if it has one, so a second writer
+// fails fast.
 func lockSink(ctx context.Context, s sink, what string) (func() error, error) {
+	l, ok := s.(blob.Locker)
+	if !ok {
+		return func() error { return nil }, nil
+	}
 	host, _ := os.Hostname()
 	owner := fmt.Sprintf("pg-cdc %s pid %d on %s since %s", what, os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
-	release, err := s.LockWriter(ctx, owner)
+	release, err := l.LockWriter(ctx, owner)
 	if errors.Is(err, blob.ErrLocked) {
 		return nil, &cdc.Error{Class: cdc.ErrSinkLocked, Msg: err.Error(),
 			Hint: "another pg-cdc process is writing to this storage path; stop it first"}

@@ -32,7 +32,7 @@ state authoritative.`,
 	}
 	cmd.Flags().StringArrayVar(&tables, "table", nil, "compact only this table (schema.table, as the manifest names it); repeatable")
 	cmd.RunE = withSignals(configPath, func(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobra.Command) error {
-		store, err := openSink(cfg)
+		store, err := openSink(ctx, cfg)
 		if err != nil {
 			return err
 		}

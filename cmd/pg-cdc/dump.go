@@ -39,7 +39,7 @@ has not folded that epoch into the base. Output rules: docs/types.md.`,
 				return usageError{err}
 			}
 			ctx := cmd.Context()
-			store, err := openSink(cfg)
+			store, err := openSink(ctx, cfg)
 			if err != nil {
 				return err
 			}

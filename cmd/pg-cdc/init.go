@@ -36,7 +36,7 @@ func newInitCmd(configPath *string) *cobra.Command {
 
 func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobra.Command) error {
 	out := cmd.OutOrStdout()
-	store, err := openSink(cfg)
+	store, err := openSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -45,6 +45,9 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		return err
 	}
 	defer release()
+	if err := probeSink(ctx, store, cfg, log); err != nil {
+		return err
+	}
 
 	db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
 	if err != nil {

@@ -37,7 +37,7 @@ func newStartCmd(configPath *string) *cobra.Command {
 }
 
 func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra.Command) error {
-	store, err := openSink(cfg)
+	store, err := openSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -46,6 +46,9 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		return err
 	}
 	defer release()
+	if err := probeSink(ctx, store, cfg, log); err != nil {
+		return err
+	}
 	committer, err := manifest.Open(ctx, store, manifest.Breaker{})
 	if err != nil {
 		return notInitialized(err, cfg)

@@ -27,7 +27,7 @@ func newStatusCmd(configPath *string) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			store, err := openSink(cfg)
+			store, err := openSink(ctx, cfg)
 			if err != nil {
 				return err
 			}

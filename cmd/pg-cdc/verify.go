@@ -46,7 +46,7 @@ the watermark reaches the manifest. See docs/operations.md#verify.`,
 		if format != "text" && format != "json" {
 			return usageError{fmt.Errorf("--format %q: want text or json", format)}
 		}
-		store, err := openSink(cfg)
+		store, err := openSink(ctx, cfg)
 		if err != nil {
 			return err
 		}
