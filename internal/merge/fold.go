@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"slices"
+
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
@@ -15,8 +17,10 @@ type foldState struct {
 	schema *parquetfile.Schema
 	names  [][]byte // column names, for __unchanged
 
-	key    parquet.Row // the group's first version, for key comparisons
+	key    parquet.Row // the group's first version's metadata and key, for comparisons
+	keyBuf parquet.Row
 	keyA   extsort.Arena
+	leaves []int // the key leaves in leaf order, as rows hold them
 	seen   bool  // a version was applied
 	prevL  int64 // (__lsn, __seq) of the last applied version
 	prevS  int64
@@ -45,9 +49,19 @@ func (s *foldState) init(schema *parquetfile.Schema) {
 }
 
 // reset starts a new group whose first version is first.
-func (s *foldState) reset(first parquet.Row) {
+func (s *foldState) reset(first parquet.Row, o Order) {
+	// Comparisons read the metadata leaves (one value each, at the front:
+	// (__lsn, __seq) for a table without a key) and the key leaves: only
+	// those are copied, not the whole row.
+	if s.leaves == nil {
+		s.leaves = slices.Sorted(slices.Values(o.keyLeaves))
+	}
+	s.keyBuf = append(s.keyBuf[:0], first[:parquetfile.LeafUnchanged]...)
+	for _, leaf := range s.leaves {
+		s.keyBuf = append(s.keyBuf, leafValues(first, leaf)...)
+	}
 	s.keyA.Reset()
-	s.key = s.keyA.Clone(first)
+	s.key = s.keyA.Clone(s.keyBuf)
 	s.seen = false
 	s.winner = 0
 	s.unsent = s.unsent[:0]

@@ -96,8 +96,10 @@ type Reader struct {
 	tombstones         bool
 	insertOnly         bool
 
-	pend  parquet.Row // next unfolded version (in pendArena), or nil
-	pa    extsort.Arena
+	// pend is the next group's first version, or nil: the iterator's own
+	// row, which stays valid until the iterator's next Next, and that is
+	// only called once pend is folded.
+	pend  parquet.Row
 	eof   bool
 	state foldState
 	out   parquet.Row
@@ -376,10 +378,9 @@ func (r *Reader) Next() (parquet.Row, error) {
 			if err != nil {
 				return nil, fmt.Errorf("merge %s: %w", r.table.ID, err)
 			}
-			r.pa.Reset()
-			r.pend = r.pa.Clone(row)
+			r.pend = row
 		}
-		r.state.reset(r.pend)
+		r.state.reset(r.pend, r.order)
 		r.apply(r.pend)
 		r.pend = nil
 		for {
@@ -395,8 +396,7 @@ func (r *Reader) Next() (parquet.Row, error) {
 				r.apply(row)
 				continue
 			}
-			r.pa.Reset()
-			r.pend = r.pa.Clone(row)
+			r.pend = row
 			break
 		}
 		out, deleted := r.state.result(r.out[:0])
