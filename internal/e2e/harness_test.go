@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/blob/gcs"
+	"github.com/pg-cdc/pg-cdc/internal/blob/gcs/gcstest"
+	"github.com/pg-cdc/pg-cdc/internal/blob/s3"
+	"github.com/pg-cdc/pg-cdc/internal/blob/s3/s3test"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/pgtest"
@@ -58,6 +64,13 @@ type env struct {
 	slot    string
 	conn    *pgx.Conn
 	sampler *sampler
+	// store is the sink when it is an object store (envOptions.sink); sink
+	// is then a local mirror that mirror() refreshes for the readers that
+	// want files (DuckDB, sinktest). Nil for the filesystem sink.
+	store blob.Store
+	// procEnv is added to every pg-cdc process's environment (the object
+	// store's credentials or emulator).
+	procEnv []string
 }
 
 type envOptions struct {
@@ -70,6 +83,9 @@ type envOptions struct {
 	// cluster is a dedicated PostgreSQL (pgtest.New) for tests that stop or
 	// crash it; nil means the package's shared one.
 	cluster *pgtest.Cluster
+	// sink is "s3" (versitygw on loopback) or "gcs" (fake-gcs-server on
+	// loopback); empty means the filesystem.
+	sink string
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -100,6 +116,10 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		}
 		schemas = "\n    schemas: " + string(b)
 	}
+	storage := fmt.Sprintf("storage:\n  type: filesystem\n  path: %q\n", e.sink)
+	if opts.sink != "" {
+		storage = e.objectStore(opts.sink)
+	}
 	cfg := fmt.Sprintf(`source:
   postgres:
     url: %q%s
@@ -108,10 +128,7 @@ replication:
   slot: %s
   standby_interval_sec: 1
   memory_budget_bytes: %d
-storage:
-  type: filesystem
-  path: %q
-flush:
+%sflush:
   interval_sec: %d
   max_rows: %d
   drain_timeout_sec: 30
@@ -119,7 +136,7 @@ state:
   path: %q
 log:
   level: debug
-%s`, url, schemas, e.slot, e.slot, opts.memoryBudget, e.sink, opts.flushInterval, opts.maxRows, filepath.Join(dir, "state"), opts.extraYAML)
+%s`, url, schemas, e.slot, e.slot, opts.memoryBudget, storage, opts.flushInterval, opts.maxRows, filepath.Join(dir, "state"), opts.extraYAML)
 	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +175,7 @@ func (e *env) runWith(config string, args ...string) (int, string) {
 func (e *env) runEnv(config string, extraEnv []string, args ...string) (int, string) {
 	e.t.Helper()
 	cmd := exec.Command(binary, append([]string{"-c", config}, args...)...)
-	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.Env = append(append(os.Environ(), e.procEnv...), extraEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -215,7 +232,7 @@ func (e *env) start(extraEnv ...string) *daemon {
 	cmd := exec.Command(binary, "-c", e.config, "start")
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.Env = append(append(os.Environ(), e.procEnv...), extraEnv...)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start pg-cdc: %v", err)
 	}
@@ -294,7 +311,7 @@ func (d *daemon) maxRSSKiB() int64 {
 // manifest reads the sink's current manifest.
 func (e *env) manifest() *manifest.Manifest {
 	e.t.Helper()
-	data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+	data, err := e.manifestBytes()
 	if err != nil {
 		e.t.Fatalf("read manifest: %v", err)
 	}
@@ -322,7 +339,7 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 func (e *env) waitProgress(from cdc.LSN, timeout time.Duration) {
 	e.t.Helper()
 	e.waitFor("the manifest to move past "+from.String(), timeout, func() bool {
-		data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+		data, err := e.manifestBytes()
 		if err != nil {
 			return false
 		}
@@ -356,7 +373,7 @@ func (e *env) waitCaughtUp(timeout time.Duration) {
 		e.t.Fatal(err)
 	}
 	e.waitFor("the manifest to reach "+target, timeout, func() bool {
-		data, err := os.ReadFile(filepath.Join(e.sink, manifest.Key))
+		data, err := e.manifestBytes()
 		if err != nil {
 			return false
 		}
@@ -381,4 +398,90 @@ func withoutDebug(s string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// manifestBytes reads the sink's current manifest as stored.
+func (e *env) manifestBytes() ([]byte, error) {
+	if e.store == nil {
+		return os.ReadFile(filepath.Join(e.sink, manifest.Key))
+	}
+	r, err := e.store.Get(context.Background(), manifest.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// objectStore starts the object store a test asked for, points the
+// config's storage section and the pg-cdc processes at it, and returns
+// that section.
+func (e *env) objectStore(kind string) string {
+	e.t.Helper()
+	const prefix = "lake/e2e"
+	ctx := context.Background()
+	switch kind {
+	case "s3":
+		srv := s3test.Start(e.t)
+		bucket := srv.NewTestBucket(e.t)
+		st, err := s3.New(ctx, s3.Options{Bucket: bucket, Prefix: prefix, Region: srv.Region, Endpoint: srv.Endpoint,
+			ForcePathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.store = st
+		e.procEnv = []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+			"AWS_REGION=" + srv.Region, "AWS_EC2_METADATA_DISABLED=true"}
+		return fmt.Sprintf("storage:\n  type: s3\n  bucket: %s\n  prefix: %s\n  endpoint: %s\n  force_path_style: true\n",
+			bucket, prefix, srv.Endpoint)
+	case "gcs":
+		endpoint, bucket := gcstest.Start(e.t)
+		st, err := gcs.New(ctx, gcs.Options{Bucket: bucket, Prefix: prefix, Endpoint: endpoint, NoAuth: true})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.t.Cleanup(func() { st.Close() })
+		e.store = st
+		e.procEnv = []string{gcs.EmulatorHostEnv + "=" + endpoint}
+		return fmt.Sprintf("storage:\n  type: gcs\n  bucket: %s\n  prefix: %s\n", bucket, prefix)
+	default:
+		e.t.Fatalf("unknown sink %q", kind)
+		return ""
+	}
+}
+
+// mirror copies every object of an object-store sink into e.sink, so the
+// file-based readers (DuckDB, sinktest) see what the store holds. A no-op
+// for the filesystem sink.
+func (e *env) mirror() {
+	e.t.Helper()
+	if e.store == nil {
+		return
+	}
+	ctx := context.Background()
+	if err := os.RemoveAll(e.sink); err != nil {
+		e.t.Fatal(err)
+	}
+	objs, err := e.store.List(ctx, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, o := range objs {
+		r, err := e.store.Get(ctx, o.Key)
+		if err != nil {
+			e.t.Fatalf("mirror %s: %v", o.Key, err)
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			e.t.Fatalf("mirror %s: %v", o.Key, err)
+		}
+		p := filepath.Join(e.sink, filepath.FromSlash(o.Key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			e.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -68,7 +66,7 @@ func (s *sampler) sample(ctx context.Context, conn *pgx.Conn) {
 	if err != nil {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(s.e.sink, manifest.Key))
+	data, err := s.e.manifestBytes()
 	if err != nil {
 		return // no manifest yet: init has not finished
 	}

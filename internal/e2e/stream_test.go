@@ -16,6 +16,7 @@ import (
 // read by DuckDB, with the table in PostgreSQL.
 func assertSinkEqualsSource(t *testing.T, e *env, tables ...string) {
 	t.Helper()
+	e.mirror()
 	m := e.manifest()
 	for _, table := range tables {
 		mt := m.Tables[table]
