@@ -49,7 +49,10 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err := probeSink(ctx, store, cfg, log); err != nil {
 		return err
 	}
-	committer, err := manifest.Open(ctx, store, manifest.Breaker{})
+	committer, err := manifest.Open(ctx, store, manifest.Breaker{
+		Threshold: cfg.Flush.CASBreakerThreshold,
+		Window:    time.Duration(cfg.Flush.CASBreakerWindowSec) * time.Second,
+	})
 	if err != nil {
 		return notInitialized(err, cfg)
 	}

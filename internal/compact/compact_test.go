@@ -23,7 +23,7 @@ import (
 
 func openCommitter(t *testing.T, store *memory.Store) *manifest.Committer {
 	t.Helper()
-	mc, err := manifest.Open(context.Background(), store, manifest.Breaker{})
+	mc, err := compact.NewCommitter(context.Background(), store)
 	if err != nil {
 		t.Fatal(err)
 	}

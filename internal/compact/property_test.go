@@ -12,7 +12,6 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/compact"
-	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -83,7 +82,7 @@ func flushDelta(t *testing.T, rt *rapid.T, store *memory.Store, pending []change
 
 func runCompaction(t *testing.T, rt *rapid.T, store *memory.Store, scratch string) {
 	ctx := context.Background()
-	mc, err := manifest.Open(ctx, store, manifest.Breaker{})
+	mc, err := compact.NewCommitter(ctx, store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,12 @@ type FlushConfig struct {
 	// ParallelWorkers (flush.parallel_workers, PGCDC_FLUSH_PARALLEL_WORKERS)
 	// is how many tables are written at once in one flush. Default 4.
 	ParallelWorkers int
+	// CASBreakerThreshold and CASBreakerWindowSec
+	// (flush.cas_breaker_threshold, flush.cas_breaker_window_sec): this many
+	// manifest conflicts with a writer that moved the stream within the
+	// window stop the streamer (exit 13). Defaults 10 and 60.
+	CASBreakerThreshold int
+	CASBreakerWindowSec int
 }
 
 // Interval is IntervalSec as a duration.
@@ -246,11 +252,13 @@ func Default() Config {
 		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data"},
 		AWS:     AWSConfig{MaxRetries: 5},
 		Flush: FlushConfig{
-			IntervalSec:     10,
-			MaxRows:         100000,
-			MaxBytes:        128 << 20,
-			DrainTimeoutSec: 30,
-			ParallelWorkers: 4,
+			IntervalSec:         10,
+			MaxRows:             100000,
+			MaxBytes:            128 << 20,
+			DrainTimeoutSec:     30,
+			ParallelWorkers:     4,
+			CASBreakerThreshold: 10,
+			CASBreakerWindowSec: 60,
 		},
 		State: StateConfig{Path: "./.pgcdc"},
 		Compaction: CompactionConfig{

@@ -54,6 +54,8 @@ func leaves(c *Config) []leaf {
 		{"flush.max_bytes", &c.Flush.MaxBytes},
 		{"flush.drain_timeout_sec", &c.Flush.DrainTimeoutSec},
 		{"flush.parallel_workers", &c.Flush.ParallelWorkers},
+		{"flush.cas_breaker_threshold", &c.Flush.CASBreakerThreshold},
+		{"flush.cas_breaker_window_sec", &c.Flush.CASBreakerWindowSec},
 		{"state.path", &c.State.Path},
 		{"compaction.interval", &c.Compaction.Interval},
 		{"compaction.tombstone_ttl", &c.Compaction.TombstoneTTL},

@@ -97,6 +97,7 @@ func (c Config) Validate() error {
 		{"replication.standby_interval_sec", c.Replication.StandbyIntervalSec},
 		{"flush.interval_sec", c.Flush.IntervalSec},
 		{"flush.drain_timeout_sec", c.Flush.DrainTimeoutSec},
+		{"flush.cas_breaker_window_sec", c.Flush.CASBreakerWindowSec},
 	}
 	for _, s := range seconds {
 		switch {
@@ -115,6 +116,7 @@ func (c Config) Validate() error {
 		{"flush.max_rows", int64(c.Flush.MaxRows)},
 		{"flush.max_bytes", c.Flush.MaxBytes},
 		{"flush.parallel_workers", int64(c.Flush.ParallelWorkers)},
+		{"flush.cas_breaker_threshold", int64(c.Flush.CASBreakerThreshold)},
 		{"compaction.memory_budget_bytes", c.Compaction.MemoryBudgetBytes},
 		{"compaction.target_file_bytes", c.Compaction.TargetFileBytes},
 	}

@@ -80,6 +80,8 @@ func TestValidateErrors(t *testing.T) {
 		{"flush bytes", func(c *Config) { c.Flush.MaxBytes = 0 }, "flush.max_bytes: must be > 0"},
 		{"drain", func(c *Config) { c.Flush.DrainTimeoutSec = 0 }, "flush.drain_timeout_sec: must be > 0"},
 		{"flush workers", func(c *Config) { c.Flush.ParallelWorkers = 0 }, "flush.parallel_workers: must be > 0"},
+		{"breaker threshold", func(c *Config) { c.Flush.CASBreakerThreshold = 0 }, "flush.cas_breaker_threshold: must be > 0"},
+		{"breaker window", func(c *Config) { c.Flush.CASBreakerWindowSec = 0 }, "flush.cas_breaker_window_sec: must be > 0"},
 		{"storage s3", func(c *Config) { c.Storage.Type = "s3" }, `storage.bucket: required for the s3 sink`},
 		{"storage gcs", func(c *Config) { c.Storage.Type = "gcs" }, `storage.bucket: required for the gcs sink`},
 		{"storage prefix", func(c *Config) { c.Storage.Type, c.Storage.Bucket, c.Storage.Prefix = "s3", "b", "a/../b" }, `storage.prefix: want a relative key prefix`},

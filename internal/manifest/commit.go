@@ -2,8 +2,11 @@ package manifest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
@@ -36,7 +39,27 @@ type Committer struct {
 	version   blob.Version
 	conflicts []time.Time
 	rival     func(mine, theirs *Manifest) bool
+
+	writer string // this process's identity (NewWriterID)
+	seq    uint64 // attempts so far, for CommitStamp
 }
+
+// NewWriterID returns an identity for one committer: host, PID and a random
+// part, so that two processes (or one restarted) never share one.
+func NewWriterID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Writer returns the committer's identity, as it appears in the manifest.
+func (c *Committer) Writer() string { return c.writer }
+
+// ErrSuperseded is the class of the error Commit returns when another
+// process moved the stream since this committer last read the manifest:
+// merging this writer's epoch on top would mix two lineages of epochs.
+var ErrSuperseded = errors.New("another writer took over the stream")
 
 // StreamMoved is the streamer's rival test: a conflict counts toward the
 // breaker only when the other writer moved the stream position (epoch or end
@@ -81,7 +104,7 @@ func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.T
 	if err != nil {
 		return nil, fmt.Errorf("create manifest: %w", err)
 	}
-	return &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved}, nil
+	return &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID()}, nil
 }
 
 // Open loads the manifest and returns a committer positioned on it.
@@ -93,7 +116,7 @@ func Open(ctx context.Context, store blob.Conditional, breaker Breaker) (*Commit
 	if breaker.Threshold <= 0 {
 		breaker = DefaultBreaker
 	}
-	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v, rival: StreamMoved}, nil
+	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID()}, nil
 }
 
 // Current returns the last manifest this committer read or wrote. Callers
@@ -104,8 +127,18 @@ func (c *Committer) Current() *Manifest { return c.current }
 // compare-and-swap. On a conflict it re-reads the manifest and applies mutate
 // again to the fresh copy, so mutations must be expressed as monotonic edits
 // ("add this delta", "end LSN = max(end LSN, x)") rather than as overwrites
-// of a remembered state. When conflicts come faster than the breaker allows,
-// it returns an error matching cdc.ErrCASBreaker.
+// of a remembered state.
+//
+// Every write carries a CommitStamp. When a write's outcome is unknown (a
+// conflict, or an error such as a lost response after the store applied
+// it), the re-read manifest tells: if it carries this write's stamp, the
+// write landed and Commit returns it instead of applying mutate twice.
+//
+// A conflict with a writer that moved the stream (StreamMoved, by default)
+// since this committer last read is another streamer: when it names
+// another Writer than the one this committer read, Commit fails at once
+// with an error matching cdc.ErrCASBreaker and ErrSuperseded; otherwise
+// such conflicts coming faster than the breaker allows fail the same way.
 func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*Manifest, error) {
 	for attempt := 1; ; attempt++ {
 		next := c.current.Clone()
@@ -113,27 +146,59 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 			return nil, err
 		}
 		next.CommittedAt = c.now().UTC()
+		if StreamMoved(c.current, next) {
+			next.Writer = c.writer
+		}
+		c.seq++
+		stamp := CommitStamp{Writer: c.writer, Seq: c.seq}
+		next.Commit = &stamp
 		data, err := next.Encode()
 		if err != nil {
 			return nil, err
 		}
-		v, err := c.store.PutIf(ctx, Key, data, c.version)
-		if err == nil {
+		v, putErr := c.store.PutIf(ctx, Key, data, c.version)
+		if putErr == nil {
 			c.current, c.version = next, v
 			return next, nil
 		}
-		if !errors.Is(err, blob.ErrPrecondition) {
-			return nil, fmt.Errorf("commit manifest: %w", err)
-		}
 		fresh, fv, err := Load(ctx, c.store)
 		if err != nil {
+			if !errors.Is(putErr, blob.ErrPrecondition) {
+				return nil, fmt.Errorf("commit manifest: %w", putErr)
+			}
 			return nil, fmt.Errorf("commit manifest: re-read after conflict: %w", err)
+		}
+		if fresh.Commit != nil && *fresh.Commit == stamp {
+			// The store applied the write but its answer was lost (or a
+			// retry of it found the version moved by the write itself).
+			c.current, c.version = fresh, fv
+			return fresh, nil
+		}
+		if !errors.Is(putErr, blob.ErrPrecondition) {
+			return nil, fmt.Errorf("commit manifest: %w", putErr)
+		}
+		if err := c.superseded(fresh); err != nil {
+			return nil, err
 		}
 		if err := c.conflict(attempt, c.rival(c.current, fresh)); err != nil {
 			return nil, err
 		}
 		c.current, c.version = fresh, fv
 	}
+}
+
+// superseded fails when another process moved the stream since this
+// committer's last read: its epochs and ours would interleave.
+func (c *Committer) superseded(fresh *Manifest) error {
+	if fresh.Writer == "" || fresh.Writer == c.current.Writer || fresh.Writer == c.writer || !c.rival(c.current, fresh) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrSuperseded, &cdc.Error{
+		Class: cdc.ErrCASBreaker,
+		Msg: fmt.Sprintf("writer %s committed epoch %d (end LSN %s) since this process (%s) read epoch %d; stopping rather than mixing two lineages of epochs",
+			fresh.Writer, fresh.Epoch, fresh.EndLSN, c.writer, c.current.Epoch),
+		Hint: "another pg-cdc process is writing to the same storage path (for example one that was paused and replaced); make sure exactly one runs, then start it by hand",
+	})
 }
 
 // Refresh re-reads the manifest, for a writer that runs now and then beside

@@ -40,6 +40,21 @@ type Manifest struct {
 	// an older manifest may, so they are deleted only once they have been
 	// retired for gc.grace_period (DESIGN §2).
 	Garbage []RetiredFile `json:"garbage,omitempty"`
+	// Writer identifies the process whose commit last moved the stream
+	// (epoch or end LSN): the lineage of the epochs. A committer that finds
+	// another writer here after a conflict has been superseded.
+	Writer string `json:"writer,omitempty"`
+	// Commit identifies the write that produced this version, so a writer
+	// whose response was lost recognises its own write on re-read instead
+	// of applying it twice.
+	Commit *CommitStamp `json:"commit,omitempty"`
+}
+
+// CommitStamp names one manifest write: the writing process and its
+// per-process attempt counter.
+type CommitStamp struct {
+	Writer string `json:"writer"`
+	Seq    uint64 `json:"seq"`
 }
 
 // RetiredFile is a data file no table references any more.

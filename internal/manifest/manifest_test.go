@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
@@ -141,7 +142,11 @@ func TestCommitterRetriesConflictsMonotonically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Commit(ctx, func(m *Manifest) error { m.EndLSN = max(m.EndLSN, 0x3000000); return nil }); err != nil {
+	// b does not move the stream (a compactor retiring a file).
+	if _, err := b.Commit(ctx, func(m *Manifest) error {
+		m.Garbage = append(m.Garbage, RetiredFile{Path: "x"})
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// a's view is stale: its commit conflicts, re-reads, and re-applies.
@@ -149,8 +154,90 @@ func TestCommitterRetriesConflictsMonotonically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.EndLSN != 0x3000000 || m.Epoch != 1 {
-		t.Fatalf("merged manifest: end %s epoch %d", m.EndLSN, m.Epoch)
+	if m.EndLSN != 0x2000000 || m.Epoch != 1 || len(m.Garbage) != 1 || m.Writer != a.Writer() {
+		t.Fatalf("merged manifest: end %s epoch %d garbage %d writer %q", m.EndLSN, m.Epoch, len(m.Garbage), m.Writer)
+	}
+}
+
+// A streamer that finds another writer moved the stream since it last read
+// (it was paused and replaced) stops at its next commit instead of adding
+// its epoch to the other's lineage.
+func TestCommitterSupersededByAnotherStreamer(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	if _, err := Create(ctx, store, sample(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := Open(ctx, store, Breaker{})
+	if _, err := a.Commit(ctx, func(m *Manifest) error { m.Epoch++; m.EndLSN = 0x2000000; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Open(ctx, store, Breaker{}) // the replacement
+	won, err := b.Commit(ctx, func(m *Manifest) error { m.Epoch++; m.EndLSN = 0x3000000; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Commit(ctx, func(m *Manifest) error { m.Epoch++; m.EndLSN = max(m.EndLSN, 0x2800000); return nil })
+	if !errors.Is(err, ErrSuperseded) || !errors.Is(err, cdc.ErrCASBreaker) {
+		t.Fatalf("the superseded writer committed or failed otherwise: %v", err)
+	}
+	if !strings.Contains(err.Error(), b.Writer()) || cdc.HintOf(err) == "" {
+		t.Errorf("the error does not name the other writer or has no hint: %v", err)
+	}
+	m, _, err := Load(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Epoch != won.Epoch || m.Writer != b.Writer() {
+		t.Fatalf("the manifest moved after the superseded commit: epoch %d writer %s", m.Epoch, m.Writer)
+	}
+}
+
+// lossyStore applies a conditional put but reports it as failed, the way a
+// lost response (or an SDK retry answered 412 by the write itself) looks.
+type lossyStore struct {
+	*memory.Store
+	lose bool
+	err  error
+}
+
+func (s *lossyStore) PutIf(ctx context.Context, key string, data []byte, expected blob.Version) (blob.Version, error) {
+	v, err := s.Store.PutIf(ctx, key, data, expected)
+	if err == nil && s.lose {
+		s.lose = false
+		return "", s.err
+	}
+	return v, err
+}
+
+// A write whose answer was lost is recognised on re-read by its stamp and
+// not applied a second time, whether the answer came back as a conflict or
+// as an error.
+func TestCommitterRecognisesLostResponse(t *testing.T) {
+	for _, lost := range []error{blob.ErrPrecondition, errors.New("connection reset by peer")} {
+		ctx := context.Background()
+		store := &lossyStore{Store: memory.New(), err: lost}
+		if _, err := Create(ctx, store, sample(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := Open(ctx, store, Breaker{Threshold: 1, Window: time.Hour})
+		store.lose = true
+		calls := 0
+		m, err := c.Commit(ctx, func(m *Manifest) error { calls++; m.Epoch++; m.EndLSN += 0x100; return nil })
+		if err != nil {
+			t.Fatalf("%v: %v", lost, err)
+		}
+		if calls != 1 || m.Epoch != 1 {
+			t.Fatalf("%v: mutate ran %d times, epoch %d: the write was applied twice", lost, calls, m.Epoch)
+		}
+		// The committer continues from the stored version.
+		if _, err := c.Commit(ctx, func(m *Manifest) error { m.Epoch++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		stored, _, _ := Load(ctx, store)
+		if stored.Epoch != 2 {
+			t.Fatalf("%v: stored epoch %d, want 2", lost, stored.Epoch)
+		}
 	}
 }
 
