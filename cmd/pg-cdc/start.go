@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
@@ -198,9 +199,16 @@ func (e *slotBusyError) Error() string {
 	return fmt.Sprintf("replication slot %q is in use by PID %d", e.name, e.pid)
 }
 
+// retryable: errors a new session may get past. A sink that failed a
+// request after its own retries is one (the session restarts from the
+// manifest, so nothing is lost); a *cdc.Error never is.
 func retryable(err error) bool {
 	var busy *slotBusyError
-	return errors.As(err, &busy) || postgres.IsTransient(err)
+	var terminal *cdc.Error
+	if errors.As(err, &terminal) {
+		return false
+	}
+	return errors.As(err, &busy) || errors.Is(err, blob.ErrUnavailable) || postgres.IsTransient(err)
 }
 
 // replSource adapts the postgres replication connection to the service's

@@ -71,6 +71,13 @@ type Locker interface {
 	LockWriter(ctx context.Context, owner string) (release func() error, err error)
 }
 
+// ErrUnavailable marks an error of the store itself (a request that failed
+// after the store's own retries: a network error, a 5xx, a timeout), as
+// opposed to a verdict such as ErrNotFound or ErrPrecondition. Callers that
+// can redo their work from the manifest (the streamer) retry on it with
+// backoff; it says nothing about whether a failed write was applied.
+var ErrUnavailable = errors.New("sink request failed")
+
 // ErrLocked is returned by LockWriter when another process holds the lock.
 var ErrLocked = errors.New("sink writer lock is held by another process")
 

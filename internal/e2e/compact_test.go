@@ -134,6 +134,17 @@ func TestKillAtEachCompactionStep(t *testing.T) {
 func assertManifestFilesExist(t *testing.T, e *env) {
 	t.Helper()
 	m := e.manifest()
+	var stored map[string]bool // the object store's keys, when the sink is one
+	if e.store != nil {
+		objs, err := e.store.List(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = map[string]bool{}
+		for _, o := range objs {
+			stored[o.Key] = true
+		}
+	}
 	for name, mt := range m.Tables {
 		var files []manifest.File
 		if mt.Base != nil {
@@ -143,6 +154,12 @@ func assertManifestFilesExist(t *testing.T, e *env) {
 			files = append(files, d.Files...)
 		}
 		for _, f := range files {
+			if stored != nil {
+				if !stored[f.Path] {
+					t.Fatalf("%s: the manifest names %s, which is not in the store", name, f.Path)
+				}
+				continue
+			}
 			if _, err := os.Stat(filepath.Join(e.sink, filepath.FromSlash(f.Path))); err != nil {
 				t.Fatalf("%s: the manifest names %s, which is gone: %v", name, f.Path, err)
 			}

@@ -86,6 +86,10 @@ type envOptions struct {
 	// sink is "s3" (versitygw on loopback) or "gcs" (fake-gcs-server on
 	// loopback); empty means the filesystem.
 	sink string
+	// s3Via, if set, returns the endpoint pg-cdc uses instead of the
+	// server's (a fault-injecting proxy in front of it); the test's own
+	// reads go to the server directly.
+	s3Via func(endpoint string) string
 }
 
 func newEnv(t *testing.T, opts envOptions) *env {
@@ -118,7 +122,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	}
 	storage := fmt.Sprintf("storage:\n  type: filesystem\n  path: %q\n", e.sink)
 	if opts.sink != "" {
-		storage = e.objectStore(opts.sink)
+		storage = e.objectStore(opts.sink, opts.s3Via)
 	}
 	cfg := fmt.Sprintf(`source:
   postgres:
@@ -416,7 +420,7 @@ func (e *env) manifestBytes() ([]byte, error) {
 // objectStore starts the object store a test asked for, points the
 // config's storage section and the pg-cdc processes at it, and returns
 // that section.
-func (e *env) objectStore(kind string) string {
+func (e *env) objectStore(kind string, s3Via func(string) string) string {
 	e.t.Helper()
 	const prefix = "lake/e2e"
 	ctx := context.Background()
@@ -432,8 +436,12 @@ func (e *env) objectStore(kind string) string {
 		e.store = st
 		e.procEnv = []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
 			"AWS_REGION=" + srv.Region, "AWS_EC2_METADATA_DISABLED=true"}
+		endpoint := srv.Endpoint
+		if s3Via != nil {
+			endpoint = s3Via(endpoint)
+		}
 		return fmt.Sprintf("storage:\n  type: s3\n  bucket: %s\n  prefix: %s\n  endpoint: %s\n  force_path_style: true\n",
-			bucket, prefix, srv.Endpoint)
+			bucket, prefix, endpoint)
 	case "gcs":
 		endpoint, bucket := gcstest.Start(e.t)
 		st, err := gcs.New(ctx, gcs.Options{Bucket: bucket, Prefix: prefix, Endpoint: endpoint, NoAuth: true})

@@ -78,7 +78,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 				return err
 			}
 			if err := td.file.Upload(gctx, c.Store, key); err != nil {
-				return err
+				return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
 			}
 			mu.Lock()
 			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, adjusted: td.file.Adjusted(), td: td})

@@ -164,9 +164,9 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		fresh, fv, err := Load(ctx, c.store)
 		if err != nil {
 			if !errors.Is(putErr, blob.ErrPrecondition) {
-				return nil, fmt.Errorf("commit manifest: %w", putErr)
+				return nil, fmt.Errorf("commit manifest: %w: %w", blob.ErrUnavailable, putErr)
 			}
-			return nil, fmt.Errorf("commit manifest: re-read after conflict: %w", err)
+			return nil, fmt.Errorf("commit manifest: re-read after conflict: %w: %w", blob.ErrUnavailable, err)
 		}
 		if fresh.Commit != nil && *fresh.Commit == stamp {
 			// The store applied the write but its answer was lost (or a
@@ -175,7 +175,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 			return fresh, nil
 		}
 		if !errors.Is(putErr, blob.ErrPrecondition) {
-			return nil, fmt.Errorf("commit manifest: %w", putErr)
+			return nil, fmt.Errorf("commit manifest: %w: %w", blob.ErrUnavailable, putErr)
 		}
 		if err := c.superseded(fresh); err != nil {
 			return nil, err
