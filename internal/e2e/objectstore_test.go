@@ -39,6 +39,20 @@ func TestObjectStoreSinks(t *testing.T) {
 			d.kill()
 			d = e.start()
 			e.waitProgress(e.manifest().EndLSN, 60*time.Second)
+			// A second start with another slot on the same prefix is
+			// refused while the first keeps running: there is no writer
+			// lock on a bucket, the manifest names its owner.
+			cfg, err := os.ReadFile(e.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(e.dir, "other-slot.yml")
+			if err := os.WriteFile(other, []byte(strings.Replace(string(cfg), "slot: "+e.slot, "slot: other_slot", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := e.runWith(other, "start"); code != 12 || !strings.Contains(out, `"other_slot"`) {
+				t.Errorf("a second start with another slot on the prefix: exit %d, want 12:\n%s", code, out)
+			}
 			e.mustRun("compact") // races the compaction inside start
 			w.wait(t)
 			touchAll(e)
