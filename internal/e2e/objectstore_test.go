@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
 // TestObjectStoreSinks runs the streaming core's scenario on S3 (versitygw)
@@ -173,4 +176,94 @@ func (s *laxS3) serve(w http.ResponseWriter, r *http.Request) {
 func etag(b []byte) string {
 	sum := md5.Sum(b)
 	return `"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+// TestPausedWriterIsSuperseded pauses a streamer on S3 between uploading an
+// epoch's files and committing its manifest (SIGSTOP at a failpoint), lets
+// a second streamer take over the slot and commit, then resumes the first:
+// its manifest write fails and it exits 13 naming the other writer, and no
+// manifest version after the takeover comes from the paused writer.
+func TestPausedWriterIsSuperseded(t *testing.T) {
+	e := newEnv(t, envOptions{sink: "s3"})
+	seed(t, e, 50, 100)
+	e.mustRun("init")
+	s := e.startSampler()
+
+	// Record the writer of every manifest version seen.
+	var (
+		mu      sync.Mutex
+		writers []string
+	)
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		last := ""
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			data, err := e.manifestBytes()
+			if err != nil {
+				continue
+			}
+			m, err := manifest.Decode(data)
+			if err != nil || m.Writer == "" || m.Writer == last {
+				continue
+			}
+			last = m.Writer
+			mu.Lock()
+			writers = append(writers, m.Writer)
+			mu.Unlock()
+		}
+	}()
+
+	a := e.start("PGCDC_FAILPOINTS=flush/after-deltas=stop@3")
+	w := runWorkloadFor(e.url, 6, 12*time.Second)
+	e.waitFor("the first streamer to stop at the failpoint", 60*time.Second, func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		return len(f) > 0 && f[0] == "T"
+	})
+	stoppedAt := e.manifest()
+	// Its walsender is ended, as PostgreSQL would after wal_sender_timeout.
+	e.exec(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active`, e.slot)
+	e.waitFor("the slot to be released", 30*time.Second, func() bool {
+		var active bool
+		err := e.conn.QueryRow(t.Context(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&active)
+		return err == nil && !active
+	})
+	b := e.start()
+	e.waitProgress(stoppedAt.EndLSN, 60*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(60 * time.Second); code != 13 || !strings.Contains(a.out.String(), "mixing two lineages") {
+		t.Fatalf("the resumed writer: exit %d, want 13 naming the takeover:\n%s", code, lines(withoutDebug(a.out.String()), 20))
+	}
+	w.wait(t)
+	touchAll(e)
+	e.waitCaughtUp(90 * time.Second)
+	b.stop()
+	close(stopWatch)
+	<-watched
+	s.check()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(writers) < 2 {
+		t.Fatalf("saw writers %v; want the first streamer's, then the second's", writers)
+	}
+	first := writers[0]
+	for i, wr := range writers[1:] {
+		if wr == first {
+			t.Errorf("manifest version %d after the takeover was written by the paused writer %s (writers %v)", i+1, first, writers)
+		}
+	}
+	assertSinkEqualsSource(t, e, "public.customers", "public.orders", "public.items")
 }

@@ -4,8 +4,10 @@
 //
 // Failpoints are armed only through the PGCDC_FAILPOINTS environment variable,
 // read once at start: a comma-separated list of name=action, where action is
-// "kill" (SIGKILL the process at once) or "kill@N" (at the N-th hit). Unarmed,
-// Inject costs one map lookup on an empty map.
+// "kill" (SIGKILL the process at once) or "kill@N" (at the N-th hit), or
+// "stop" / "stop@N" (SIGSTOP the process there, so a test can let another
+// process take over before it sends SIGCONT). Unarmed, Inject costs one map
+// lookup on an empty map.
 package failpoint
 
 import (
@@ -21,8 +23,9 @@ import (
 const EnvVar = "PGCDC_FAILPOINTS"
 
 type point struct {
-	killAt int // hit count at which to kill
+	killAt int // hit count at which to act
 	hits   int
+	stop   bool // SIGSTOP instead of SIGKILL
 }
 
 var (
@@ -38,8 +41,9 @@ func parse(spec string) map[string]*point {
 			continue
 		}
 		name, action, _ := strings.Cut(item, "=")
-		p := &point{killAt: 1}
-		if n, ok := strings.CutPrefix(action, "kill@"); ok {
+		p := &point{killAt: 1, stop: strings.HasPrefix(action, "stop")}
+		_, n, ok := strings.Cut(action, "@")
+		if ok {
 			if v, err := strconv.Atoi(n); err == nil && v > 0 {
 				p.killAt = v
 			}
@@ -61,6 +65,11 @@ func Inject(name string) {
 	}
 	due := ok && p.hits == p.killAt
 	mu.Unlock()
+	if due && p.stop {
+		fmt.Fprintf(os.Stderr, "failpoint %s: stopping the process\n", name)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) // returns after SIGCONT
+		return
+	}
 	if due {
 		fmt.Fprintf(os.Stderr, "failpoint %s: killing the process\n", name)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
