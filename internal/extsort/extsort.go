@@ -151,8 +151,9 @@ type Source interface {
 
 // SortedWith ends adding and returns an iterator over the added rows and
 // every source's rows, in order. The caller keeps ownership of the sources
-// (and must keep them open until the iterator is done). Rows that compare
-// equal come in no particular order.
+// (and must keep them open until the iterator is done). Among rows that
+// compare equal, the sources' come first, in the order the sources are
+// given; the added rows' come after them, in no particular order.
 func (s *Sorter) SortedWith(srcs ...Source) (*Iterator, error) {
 	if s.sorted {
 		return nil, errors.New("extsort: Sorted called twice")
@@ -263,6 +264,10 @@ func (s *Sorter) merge(inputs []input) (*Iterator, error) {
 		}
 	}
 	it.heap.cmp = s.cmp
+	it.heap.rank = make(map[input]int, len(inputs))
+	for i, in := range inputs {
+		it.heap.rank[in] = i
+	}
 	heap.Init(&it.heap)
 	return it, nil
 }
@@ -369,16 +374,23 @@ func (in *srcInput) advance() (bool, error) {
 func (in *srcInput) current() parquet.Row { return in.row }
 func (in *srcInput) close()               { in.row = nil }
 
-// inputHeap orders inputs by their current row.
+// inputHeap orders inputs by their current row, and equal rows by the
+// inputs' order (rank).
 type inputHeap struct {
 	items []input
 	cmp   Compare
+	rank  map[input]int
 }
 
-func (h *inputHeap) Len() int           { return len(h.items) }
-func (h *inputHeap) Less(i, j int) bool { return h.cmp(h.items[i].current(), h.items[j].current()) < 0 }
-func (h *inputHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *inputHeap) Push(x any)         { h.items = append(h.items, x.(input)) }
+func (h *inputHeap) Len() int { return len(h.items) }
+func (h *inputHeap) Less(i, j int) bool {
+	if c := h.cmp(h.items[i].current(), h.items[j].current()); c != 0 {
+		return c < 0
+	}
+	return h.rank[h.items[i]] < h.rank[h.items[j]]
+}
+func (h *inputHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *inputHeap) Push(x any)    { h.items = append(h.items, x.(input)) }
 func (h *inputHeap) Pop() any {
 	x := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]

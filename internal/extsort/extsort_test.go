@@ -318,3 +318,39 @@ func TestSortedWithSources(t *testing.T) {
 		})
 	}
 }
+
+// Among equal rows the sources' come first, whether the added rows stayed
+// in memory or were spilled.
+func TestSortedWithSourcesFirstAmongEquals(t *testing.T) {
+	for _, added := range []int{10, 20_000} {
+		t.Run(fmt.Sprint(added, " added"), func(t *testing.T) {
+			s := New(nil, compareTest, t.TempDir(), 1<<20)
+			defer s.Close()
+			big := bytes.Repeat([]byte("a"), 300)
+			var rows []parquet.Row
+			for i := range added {
+				if err := s.Add(testRow(int64(i), i, big)); err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, testRow(int64(i), i, []byte("source")))
+			}
+			it, err := s.SortedWith(&sliceSource{rows: rows})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			for i := 0; ; i++ {
+				row, err := it.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fromSource := string(row[1].ByteArray()) == "source"; fromSource != (i%2 == 0) {
+					t.Fatalf("row %d (key %d) from the source: %v", i, row[0].Int64(), fromSource)
+				}
+			}
+		})
+	}
+}
