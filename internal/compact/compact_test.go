@@ -95,6 +95,33 @@ func TestMergeRules(t *testing.T) {
 		},
 		compact: []bool{true, true, true},
 		want:    map[int64]stateRow{1: {a: 2, big: "x"}},
+	}, {
+		// The property test's seed: the base's row of a version (its
+		// unchanged value filled) and a replayed copy of that version
+		// (still unchanged) tie in the merge order. The fold keeps the
+		// base's whichever comes first (merge.TestFoldBaseRowAgainstReplays
+		// tries both orders).
+		name: "a base row counts rather than a replayed copy of its version",
+		deltas: [][]change{
+			{{op: cdc.OpInsert, lsn: 10, seq: 1, id: 1, a: 1, big: "x"}},
+			{{op: cdc.OpUpdate, lsn: 20, seq: 1, id: 1, a: 2, bigUnset: true}},
+			{{op: cdc.OpInsert, lsn: 30, seq: 1, id: 0, a: 3, big: "z"}, {op: cdc.OpUpdate, lsn: 20, seq: 1, id: 1, a: 2, bigUnset: true}},
+		},
+		compact: []bool{false, true, false},
+		want:    map[int64]stateRow{0: {a: 3, big: "z"}, 1: {a: 2, big: "x"}},
+	}, {
+		// The base holds key 1's key change, its big lost, but no longer
+		// the delete before it: a replayed insert from before the delete
+		// must not fill it.
+		name: "a value a base row lost is not filled from a replay older than it",
+		deltas: [][]change{
+			{{op: cdc.OpInsert, lsn: 10, seq: 1, id: 1, a: 1, big: "x"}, {op: cdc.OpInsert, lsn: 10, seq: 2, id: 2, a: 1, big: "y"}},
+			{{op: cdc.OpDelete, lsn: 20, seq: 1, id: 1, keyOnly: true}},
+			{{op: cdc.OpDelete, lsn: 30, seq: 1, id: 2, keyOnly: true}, {op: cdc.OpUpdate, lsn: 30, seq: 2, id: 1, a: 5, bigUnset: true}},
+			{{op: cdc.OpInsert, lsn: 10, seq: 1, id: 1, a: 1, big: "x"}, {op: cdc.OpInsert, lsn: 10, seq: 2, id: 2, a: 1, big: "y"}},
+		},
+		compact: []bool{false, false, true, false},
+		want:    map[int64]stateRow{1: {a: 5, bigNull: true, bigUnset: true}},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

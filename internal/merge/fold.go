@@ -24,6 +24,7 @@ type foldState struct {
 	seen   bool  // a version was applied
 	prevL  int64 // (__lsn, __seq) of the last applied version
 	prevS  int64
+	prevB  bool // the last applied version is a base's row
 	winner cdc.Op
 
 	meta     [parquetfile.LeafUnchanged]parquet.Value // winner's __op … __op_ts
@@ -69,13 +70,26 @@ func (s *foldState) reset(first parquet.Row, o Order) {
 }
 
 // apply folds row, the next version of the key in (__lsn, __seq) order.
+//
+// A base's row (see markBase) is not a change like the others: it is the
+// fold of every version of its key up to its own, its unchanged columns
+// already filled and the ones it still lists lost for good. So it starts
+// over: older versions, which can only be replays of what the base folded,
+// add nothing to it (their values may predate a delete the base no longer
+// holds). And when a replay holds the change a base row came from, the two
+// share (__lsn, __seq), and which comes first is the sort's business (a
+// base sorted with the deltas takes any place among equal rows): the base's
+// row is the one that counts, whichever it is.
 func (s *foldState) apply(row parquet.Row, names map[string]int, _ Order) {
 	lsn, seq := row[parquetfile.LeafLSN].Int64(), row[parquetfile.LeafSeq].Int64()
-	if s.seen && lsn == s.prevL && seq == s.prevS {
+	op, base := foldOp(row)
+	if s.seen && lsn == s.prevL && seq == s.prevS && (!base || s.prevB) {
 		return // a replayed duplicate
 	}
-	s.seen, s.prevL, s.prevS = true, lsn, seq
-	op := opOf(row)
+	s.seen, s.prevL, s.prevS, s.prevB = true, lsn, seq, base
+	if base {
+		clear(s.have)
+	}
 	s.winner = op
 	s.opByte[0] = byte(op)
 	s.meta[parquetfile.LeafOp] = parquet.ByteArrayValue(s.opByte[:]).Level(0, 0, parquetfile.LeafOp)
@@ -85,6 +99,7 @@ func (s *foldState) apply(row parquet.Row, names map[string]int, _ Order) {
 	if op == cdc.OpDelete {
 		s.tombA.Reset()
 		s.tomb = s.tombA.Clone(row)
+		s.tomb[parquetfile.LeafOp] = opValue(op)
 		// The row is gone: a later version of this key that leaves a value
 		// unchanged is a key change into it (the only way PostgreSQL sends
 		// an UPDATE of a key that was deleted), and the deleted row's values
@@ -108,6 +123,36 @@ func (s *foldState) apply(row parquet.Row, names map[string]int, _ Order) {
 		s.cols[i], s.colBytes[i] = copyValues(s.cols[i][:0], s.colBytes[i][:0], leafValues(row, parquetfile.FirstDataLeaf+i))
 		s.have[i] = true
 	}
+}
+
+// A base's rows go through the sort with their __op byte in lower case, so
+// that the fold can tell them from the deltas' whatever their order among
+// equal versions; the merge never returns a marked row. opBytes backs the one-byte values, so marking allocates nothing.
+var opBytes = func() (b [256][1]byte) {
+	for i := range b {
+		b[i][0] = byte(i)
+	}
+	return b
+}()
+
+const baseMark = 'a' - 'A'
+
+func opValue(op cdc.Op) parquet.Value {
+	return parquet.ByteArrayValue(opBytes[byte(op)][:]).Level(0, 0, parquetfile.LeafOp)
+}
+
+// markBase marks row, an I, U or D row of a base.
+func markBase(row parquet.Row) {
+	row[parquetfile.LeafOp] = opValue(opOf(row) + baseMark)
+}
+
+// foldOp returns a version's __op and whether markBase marked it.
+func foldOp(row parquet.Row) (op cdc.Op, base bool) {
+	op = opOf(row)
+	if op >= 'a' && op <= 'z' {
+		return op - baseMark, true
+	}
+	return op, false
 }
 
 // result appends the group's outcome to dst: the merged row, or the winning

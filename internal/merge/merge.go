@@ -16,7 +16,11 @@
 //     DEFAULT it holds the key only, and a row that follows a delete of its
 //     key is a new row); when no such version sent it, the column stays
 //     NULL and stays listed in __unchanged, so the loss stays visible;
-//   - replayed duplicates (same key and (__lsn, __seq)) count once.
+//   - replayed duplicates (same key and (__lsn, __seq)) count once;
+//   - a base's row is the fold of its key's versions up to its own: older
+//     versions (replays of deltas it folded) add nothing to it, and it
+//     counts rather than a replayed copy of its own version, whose
+//     unchanged columns it has filled.
 //
 // A table without a primary key is insert-only: every I row not removed by a
 // T is kept, once per (__lsn, __seq).
@@ -91,6 +95,7 @@ type Reader struct {
 	it     *extsort.Iterator
 	base   *baseStream // the sorted base read beside the sort, or nil
 
+	baseFiles          map[string]bool // the base's file keys
 	truncated          bool
 	truncLSN, truncSeq int64
 	tombstones         bool
@@ -142,6 +147,10 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 		names:      make(map[string]int, len(table.Columns)),
 		tombstones: opts.Tombstones,
 		insertOnly: len(keyCols) == 0,
+		baseFiles:  make(map[string]bool, len(baseFiles)),
+	}
+	for _, f := range baseFiles {
+		r.baseFiles[f] = true
 	}
 	for i, c := range table.Columns {
 		r.names[c.Name] = i
@@ -259,7 +268,8 @@ func (r *Reader) add(row parquet.Row, key string, opts Options) error {
 }
 
 // admit checks one input row, counts it, and reports whether it is a
-// version to merge (truncate markers and rows Visible rejects are not).
+// version to merge (truncate markers and rows Visible rejects are not). It
+// marks a base's versions for the fold (markBase).
 func (r *Reader) admit(row parquet.Row, key string, opts Options) (bool, error) {
 	if len(row) < parquetfile.FirstDataLeaf {
 		return false, fmt.Errorf("merge %s: file %s holds a row of %d values", r.table.ID, key, len(row))
@@ -285,6 +295,9 @@ func (r *Reader) admit(row parquet.Row, key string, opts Options) (bool, error) 
 		}
 	default:
 		return false, fmt.Errorf("merge %s: file %s holds a row with __op %q", r.table.ID, key, row[parquetfile.LeafOp].ByteArray())
+	}
+	if r.baseFiles[key] {
+		markBase(row)
 	}
 	r.stats.Versions++
 	return true, nil

@@ -79,3 +79,23 @@ func TestNoCatchUpWhenNotBehind(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestNoCatchUpForLiveTraffic: a session that starts with nothing to catch
+// up on (the first transaction it receives committed after the server's
+// start position) does not flush that transaction early: it is live
+// traffic, batched by the interval, and a crash before the interval loses
+// nothing because nothing was confirmed.
+func TestNoCatchUpForLiveTraffic(t *testing.T) {
+	c1 := startLSN + 0x100
+	h := start(t, options{catchUp: startLSN + 0x10})
+	h.push(tx(501, c1, itemsRel(0, false), ins(itemsOID, 1, "a"))...)
+	h.push(keepalive(endOf(c1), false))
+	h.waitIdle()
+	h.waitTurns(2)
+	if e := h.manifest().Epoch; e != 0 {
+		t.Fatalf("epoch %d: a transaction after the catch-up position was flushed early", e)
+	}
+	if err := h.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -37,6 +37,7 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		meta := s.cur.meta
 		meta.EndLSN = m.EndLSN
 		s.openEpoch().CommitTxn(meta, s.now())
+		s.received(meta)
 		s.cur = nil
 	case *pgoutput.Relation:
 		return s.bind(m)
@@ -254,6 +255,7 @@ func (s *Service) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) er
 		return fmt.Errorf("commit streamed transaction %d: %w", m.XID, err)
 	}
 	e.CommitTxn(meta, s.now())
+	s.received(meta)
 	return nil
 }
 

@@ -67,6 +67,7 @@ type Service struct {
 	lastStatus time.Time
 	lastIdle   time.Time
 	catchUp    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
+	backlog    bool    // a transaction committed before catchUp was received
 
 	rows              RowReader       // recovers TOAST values after key changes; may be nil
 	warnedUnrecovered map[string]bool // "schema.table.column" logged once; counts go to the manifest
@@ -163,7 +164,7 @@ func (s *Service) Run(ctx context.Context) error {
 			caughtUp := s.caughtUp()
 			if s.epoch != nil {
 				reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now())
-				if reason == flush.NotDue && caughtUp && s.epoch.Pending().Txns > 0 {
+				if reason == flush.NotDue && caughtUp && s.backlog && s.epoch.Pending().Txns > 0 {
 					reason = flush.DueCaughtUp
 				}
 				if reason != flush.NotDue {
@@ -209,6 +210,16 @@ func (r *receiveCtx) get(parent context.Context, wake time.Time) context.Context
 func (r *receiveCtx) stop() {
 	if r.cancel != nil {
 		r.cancel()
+	}
+}
+
+// received notes a committed transaction for the catch-up flush: only a
+// transaction that committed before Config.CatchUp is start-up backlog worth
+// flushing early; one that committed after it is live traffic and keeps
+// the flush interval's batching.
+func (s *Service) received(m cdc.TxnMeta) {
+	if s.catchUp != 0 && m.CommitLSN < s.catchUp {
+		s.backlog = true
 	}
 }
 

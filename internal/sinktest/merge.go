@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,9 @@ import (
 //     newest older I or U version of the key, since its last D, where it
 //     was not unchanged (a D's values are not values; a version after a
 //     delete of its key is a new row);
+//   - a base's row is the fold of its key's versions up to its own: older
+//     versions (replays of deltas compaction folded) add nothing to it, and
+//     it counts rather than a replayed copy of its own version;
 //   - a table without a primary key keeps every I row not removed by a T,
 //     once per (__lsn, __seq).
 //
@@ -55,13 +59,13 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 	for _, c := range schema.Columns {
 		cols = append(cols, c.Name)
 	}
-	files := tableFiles(tb, root, mt)
-	if len(files) == 0 {
+	baseFiles, deltaFiles := tableFiles(tb, root, mt)
+	if len(baseFiles)+len(deltaFiles) == 0 {
 		return cols, nil
 	}
 
 	db := openSandboxed(tb, root)
-	from := "read_parquet([" + strings.Join(files, ", ") + "], union_by_name = true)"
+	from := readParquet(slices.Concat(baseFiles, deltaFiles))
 	present := fileColumns(tb, db, from)
 	for _, k := range mt.PrimaryKey {
 		if !present[k] {
@@ -77,7 +81,17 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 		}
 	}
 
-	sel := []string{"__op", "__lsn", "__seq", "__unchanged"}
+	// The versions, each marked as a base's or a delta's.
+	var parts []string
+	if len(baseFiles) > 0 {
+		parts = append(parts, "SELECT *, true AS "+baseCol+" FROM "+readParquet(baseFiles))
+	}
+	if len(deltaFiles) > 0 {
+		parts = append(parts, "SELECT *, false AS "+baseCol+" FROM "+readParquet(deltaFiles))
+	}
+	versionsFrom := "(" + strings.Join(parts, " UNION ALL BY NAME ") + ")"
+
+	sel := []string{"__op", "__lsn", "__seq", "__unchanged", baseCol}
 	for _, c := range cols {
 		if present[c] {
 			sel = append(sel, ident(c))
@@ -90,8 +104,10 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 	for _, k := range mt.PrimaryKey {
 		order = append(order, ident(k))
 	}
-	order = append(order, "__lsn", "__seq")
-	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from + " WHERE __op <> 'T' ORDER BY " + strings.Join(order, ", ")
+	// A base's row before a replayed copy of its version: the copy is the
+	// duplicate.
+	order = append(order, "__lsn", "__seq", baseCol+" DESC")
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + versionsFrom + " WHERE __op <> 'T' ORDER BY " + strings.Join(order, ", ")
 	versions := queryVersions(tb, db, q, len(cols))
 
 	var kept []version
@@ -129,30 +145,41 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 	return cols, rows
 }
 
-// tableFiles returns the absolute paths of the table's base and delta files
-// as SQL literals, refusing paths that would leave the sink root.
-func tableFiles(tb testing.TB, root string, mt *manifest.Table) []string {
+// baseCol marks the versions read from the base files.
+const baseCol = "__sinktest_base"
+
+// readParquet reads files (SQL literals) as one table.
+func readParquet(files []string) string {
+	return "read_parquet([" + strings.Join(files, ", ") + "], union_by_name = true)"
+}
+
+// tableFiles returns the absolute paths of the table's base files and of
+// its delta files as SQL literals, refusing paths that would leave the sink
+// root.
+func tableFiles(tb testing.TB, root string, mt *manifest.Table) (base, deltas []string) {
 	tb.Helper()
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		tb.Fatalf("sink root %s: %v", root, err)
 	}
-	var files []manifest.File
-	if mt.Base != nil {
-		files = append(files, mt.Base.Files...)
-	}
-	for _, d := range mt.Deltas {
-		files = append(files, d.Files...)
-	}
-	out := make([]string, 0, len(files))
-	for _, f := range files {
+	lit := func(f manifest.File) string {
 		p := f.Path
 		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." {
 			tb.Fatalf("manifest file path %q is not a clean relative key", p)
 		}
-		out = append(out, literal(filepath.Join(abs, filepath.FromSlash(p))))
+		return literal(filepath.Join(abs, filepath.FromSlash(p)))
 	}
-	return out
+	if mt.Base != nil {
+		for _, f := range mt.Base.Files {
+			base = append(base, lit(f))
+		}
+	}
+	for _, d := range mt.Deltas {
+		for _, f := range d.Files {
+			deltas = append(deltas, lit(f))
+		}
+	}
+	return base, deltas
 }
 
 // fileColumns returns the names of the columns the files hold, together.
@@ -195,6 +222,7 @@ type version struct {
 	op        string
 	lsn, seq  int64
 	unchanged []string
+	base      bool // read from the base
 	values    []any
 }
 
@@ -210,7 +238,7 @@ func queryVersions(tb testing.TB, db *sql.DB, q string, ncols int) []version {
 		var v version
 		var unchanged any
 		v.values = make([]any, ncols)
-		dest := []any{&v.op, &v.lsn, &v.seq, &unchanged}
+		dest := []any{&v.op, &v.lsn, &v.seq, &unchanged, &v.base}
 		for i := range v.values {
 			dest = append(dest, &v.values[i])
 		}
@@ -265,6 +293,11 @@ func foldKey(versions []version, cols []string) []any {
 			continue // a replayed duplicate
 		}
 		prevLSN, prevSeq = v.lsn, v.seq
+		if v.base {
+			// Older versions are replays of what it folded; its values
+			// are final, the ones it still lists lost included.
+			last = make([]any, len(cols))
+		}
 		switch v.op {
 		case "D":
 			cur = nil

@@ -117,6 +117,28 @@ func TestMergedRowsReplayedAndOutOfOrder(t *testing.T) {
 	checkRows(t, rows, `1 | "a2" | "p" | NULL | NULL | NULL`)
 }
 
+// A base compaction wrote, then replays of deltas it folded: key 1's base
+// row filled payload from an older version, and a replayed copy of that
+// version (payload unchanged) ties with it; key 2's base row lost payload
+// after a delete the base no longer holds, and a replayed insert from before
+// the delete is older than it.
+func TestMergedRowsBaseAgainstReplays(t *testing.T) {
+	s := newSink(t)
+	items := itemsTable()
+	s.table(items, 0)
+	s.base(items,
+		upd(300, 0, "id", "1", "name", "a3", "payload", "P1"),
+		upd(300, 2, "id", "2", "name", "b", "payload", unchanged))
+	s.delta(items, 1, []change{
+		ins(100, 1, "id", "2", "name", "old", "payload", "OLD"),
+		upd(300, 0, "id", "1", "name", "a3", "payload", unchanged),
+	})
+	_, rows := MergedRows(t, s.commit(), "public.items")
+	checkRows(t, rows,
+		`1 | "a3" | "P1" | NULL | NULL | NULL`,
+		`2 | "b" | NULL | NULL | NULL | NULL`)
+}
+
 func TestMergedRowsInsertOnly(t *testing.T) {
 	s := newSink(t)
 	log := logTable()
