@@ -382,7 +382,7 @@ func (r *report) renderCompaction(p func(string, ...any)) {
 		count(c.rows), bytesIEC(first.baseBytes), first.baseFilesCount, count(r.opts.txnRows))
 	p("`pg-cdc compact --table public.bench` is timed as a process, from start to exit: it downloads the base and the deltas, sorts the versions by key (an external sort that spills sorted runs beyond `compaction.memory_budget_bytes`; a base an earlier compaction sorted is not sorted again but merged as it is read), folds each key's versions (DESIGN §7), writes the new base as zstd Parquet, uploads it, commits the manifest and collects garbage. ")
 	p("Every repetition of a pass starts from the same sink (a copy taken before the first), so they fold the same files; the last one's result is pass 2's base. ")
-	p("Pass 1 is a table's first compaction: the snapshot base (in COPY order, so sorted with the deltas) with updates to a tenth of the keys and deletes of a hundredth. ")
+	p("Pass 1 is a table's first compaction: the snapshot base (in COPY order: it goes through the sort with the deltas) with updates to a tenth of the keys and deletes of a hundredth. ")
 	p("Pass 2 is the steady state: pass 1's base (sorted, tombstones kept: only the deltas go through the sort) with updates to another tenth, deletes of another hundredth and a hundredth new keys. ")
 	p("Versions are input rows (base rows, tombstones included, plus delta rows); output rows are the new base's, tombstones included. Settings: %s, `compaction.target_file_bytes` 256 MiB (default).\n\n", c.budgetText())
 	p("| pass | input | bytes in → out | wall | **versions/s** | output rows/s | CPU µs/version | sorted runs | **peak RSS** |\n")
