@@ -43,7 +43,8 @@ demo: postgres build
 
 # Benchmarks (issue 3): a throwaway PostgreSQL, the workloads, pg-cdc
 # against the reference clients of bench/; writes BENCHMARKS.md in about ten
-# minutes. BENCH_FLAGS=--full adds the 10M-row snapshot; see --help.
+# minutes. BENCH_FLAGS=--full uses the 10M-row table for the snapshot and
+# compaction; see --help.
 BENCH_FLAGS ?=
 bench: postgres build
 	$(GO) run ./bench/cmd/pgcdc-bench --bin $(BIN) --out BENCHMARKS.md $(BENCH_FLAGS)
