@@ -231,14 +231,22 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// start runs `pg-cdc start` in the background.
 func (e *env) start(extraEnv ...string) *daemon {
 	e.t.Helper()
-	cmd := exec.Command(binary, "-c", e.config, "start")
+	return e.startCommand(extraEnv, "start")
+}
+
+// startCommand runs a pg-cdc command in the background; it is killed when
+// the test ends, and its output is logged if the test failed.
+func (e *env) startCommand(extraEnv []string, args ...string) *daemon {
+	e.t.Helper()
+	cmd := exec.Command(binary, append([]string{"-c", e.config}, args...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Env = append(append(os.Environ(), e.procEnv...), extraEnv...)
 	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start pg-cdc: %v", err)
+		e.t.Fatalf("start pg-cdc %v: %v", args, err)
 	}
 	d := &daemon{t: e.t, cmd: cmd, out: out, done: make(chan struct{})}
 	go func() {
@@ -253,7 +261,7 @@ func (e *env) start(extraEnv ...string) *daemon {
 			<-d.done
 		}
 		if e.t.Failed() {
-			e.t.Logf("pg-cdc start output (info and above, last lines):\n%s", lines(withoutDebug(out.String()), 40))
+			e.t.Logf("pg-cdc %v output (info and above, last lines):\n%s", args, lines(withoutDebug(out.String()), 40))
 		}
 	})
 	return d

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -54,7 +53,7 @@ func TestVerify(t *testing.T) {
 	if err := tx.QueryRow(ctx, `INSERT INTO customers VALUES (-2, 'in progress', 0, now(), true) RETURNING pg_current_xact_id()::text`).Scan(&heldXID); err != nil {
 		t.Fatal(err)
 	}
-	v := e.startCommand("verify")
+	v := e.startCommand(nil, "verify")
 	e.waitFor("verify to take its snapshot", 30*time.Second, func() bool {
 		var n int
 		err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_current_snapshot()::text'`).Scan(&n)
@@ -157,31 +156,6 @@ func TestVerify(t *testing.T) {
 	}
 	d.stop()
 	s.check()
-}
-
-// startCommand starts a pg-cdc command without waiting for it.
-func (e *env) startCommand(args ...string) *daemon {
-	e.t.Helper()
-	cmd := exec.Command(binary, append([]string{"-c", e.config}, args...)...)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start pg-cdc %v: %v", args, err)
-	}
-	d := &daemon{t: e.t, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		d.err = cmd.Wait()
-		close(d.done)
-	}()
-	e.t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	return d
 }
 
 // verifyJSON runs verify --format json and decodes its report.
