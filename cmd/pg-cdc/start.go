@@ -101,6 +101,13 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 			return nil // stopped while waiting: nothing is buffered, everything durable is confirmed
 		case <-time.After(wait):
 		}
+		if errors.Is(err, blob.ErrUnavailable) {
+			// A manifest write may have landed without this process
+			// learning it: start the next session from what is stored.
+			if rerr := committer.Resync(ctx); rerr != nil && !errors.Is(rerr, blob.ErrUnavailable) {
+				return rerr
+			}
+		}
 	}
 }
 

@@ -187,6 +187,23 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 	}
 }
 
+// Resync re-reads the manifest after a failed commit whose outcome could
+// not be settled (the store failed the re-read as well), so that the next
+// session starts from what is stored: a write of this committer that did
+// land is adopted, and a stream another process moved since this one's
+// last read fails as in Commit.
+func (c *Committer) Resync(ctx context.Context) error {
+	fresh, fv, err := Load(ctx, c.store)
+	if err != nil {
+		return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
+	}
+	if err := c.superseded(fresh); err != nil {
+		return err
+	}
+	c.current, c.version = fresh, fv
+	return nil
+}
+
 // superseded fails when another process moved the stream since this
 // committer's last read: its epochs and ours would interleave.
 func (c *Committer) superseded(fresh *Manifest) error {

@@ -297,3 +297,37 @@ func TestCommitterBreakerIgnoresNonRivals(t *testing.T) {
 		t.Fatalf("attempts %d, epoch %d, garbage %d: want 7, 1, 6", attempts, m.Epoch, len(m.Garbage))
 	}
 }
+
+// Resync adopts a write of this committer that landed while the store
+// failed both its answer and the re-read, and refuses a stream another
+// process moved meanwhile.
+func TestCommitterResync(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	if _, err := Create(ctx, store, sample(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := Open(ctx, store, Breaker{})
+	// The write lands, but this committer never learns it (as when the
+	// store failed both the answer and the re-read).
+	landed := c.Current().Clone()
+	landed.Epoch, landed.Writer = 1, c.Writer()
+	data, _ := landed.Encode()
+	_, v, _ := Load(ctx, store)
+	if _, err := store.PutIf(ctx, Key, data, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(ctx, func(m *Manifest) error { m.Epoch++; return nil }); err != nil || c.Current().Epoch != 2 {
+		t.Fatalf("after resync: epoch %d, %v", c.Current().Epoch, err)
+	}
+	other, _ := Open(ctx, store, Breaker{})
+	if _, err := other.Commit(ctx, func(m *Manifest) error { m.Epoch++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resync(ctx); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("resync after another writer moved the stream: %v", err)
+	}
+}
