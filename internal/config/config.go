@@ -33,13 +33,31 @@ type SourceConfig struct {
 // PostgresConfig is the "source.postgres" section.
 type PostgresConfig struct {
 	// URL (source.postgres.url, PGCDC_SOURCE_POSTGRES_URL) is a
-	// postgres:// or postgresql:// connection URL. Required; no default.
-	// ${VAR} in the file is expanded, so the password can stay in the
-	// environment. Print it only through Config.Redacted.
+	// postgres:// or postgresql:// connection URL, TLS parameters
+	// (sslmode, sslrootcert, sslcert, sslkey) included. Required; no
+	// default. ${VAR} in the file is expanded at load, so the password can
+	// stay in the environment; URL holds that expansion, and ResolveURL
+	// expands the references again for each new connection. Print it only
+	// through Config.Redacted.
 	URL string
 	// Schemas (source.postgres.schemas, PGCDC_SOURCE_POSTGRES_SCHEMAS) are
 	// the schemas whose tables are captured. Default ["public"].
 	Schemas []string
+	// IAMAuth (source.postgres.iam_auth, PGCDC_SOURCE_POSTGRES_IAM_AUTH)
+	// signs in with an RDS/Aurora IAM authentication token, minted for
+	// every connection, instead of a password. The URL then names one host
+	// and the user, holds no password, and sets sslmode to require,
+	// verify-ca or verify-full. Default false.
+	IAMAuth bool
+	// Region (source.postgres.region, PGCDC_SOURCE_POSTGRES_REGION) is the
+	// AWS region the IAM tokens are signed for; empty means the AWS chain's
+	// (AWS_REGION, the shared config). Only with IAMAuth.
+	Region string
+
+	// urlTemplate is the URL as the file wrote it, ${VAR} references kept,
+	// when it had any; urlLoaded is what it expanded to at load. See
+	// ResolveURL.
+	urlTemplate, urlLoaded string
 }
 
 // TablesConfig is the "tables" section.

@@ -66,6 +66,9 @@ func TestParseFull(t *testing.T) {
 		Source: SourceConfig{Postgres: PostgresConfig{
 			URL:     "postgresql://user:s3cr3t@127.0.0.1:5432/app",
 			Schemas: []string{"public", "sales"},
+			// Kept so that ResolveURL reads PGPASSWORD again per connection.
+			urlTemplate: "postgresql://user:${PGPASSWORD}@127.0.0.1:5432/app",
+			urlLoaded:   "postgresql://user:s3cr3t@127.0.0.1:5432/app",
 		}},
 		Tables:      TablesConfig{Include: []string{"public.orders", "sales.items"}, Exclude: []string{"public.tmp_*"}},
 		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyIntervalSec: 5, MemoryBudgetBytes: 1 << 20},
@@ -243,13 +246,13 @@ func TestExpand(t *testing.T) {
 		{"[${EMPTY}]", "[]"}, // set but empty is empty, not an error
 	}
 	for _, tc := range cases {
-		got, err := expand(tc.in, env)
+		got, err := expand(tc.in, mapLookup(env))
 		if err != nil || got != tc.want {
 			t.Errorf("expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 	for _, in := range []string{"$", "a$", "$A", "${}", "${1A}", "${A", "${A-B}", "${UNSET}"} {
-		if _, err := expand(in, env); err == nil {
+		if _, err := expand(in, mapLookup(env)); err == nil {
 			t.Errorf("expand(%q) succeeded, want an error", in)
 		}
 	}
@@ -363,7 +366,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(c, Config{
-		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Schemas: []string{"1"}}},
+		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Schemas: []string{"1"}, IAMAuth: true, Region: "v"}},
 		Tables:      TablesConfig{Include: []string{"1"}, Exclude: []string{"1"}},
 		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1},
 		Init:        InitConfig{ParallelWorkers: 1},

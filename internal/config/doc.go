@@ -16,6 +16,9 @@
 //     path (flush.interval_sec → PGCDC_FLUSH_INTERVAL_SEC). The table of
 //     leaves in leaves.go is the single list the file walker, the overrides
 //     and the documentation test all read, so they cannot drift apart.
+//   - ${VAR} is expanded at load, and every referenced variable must be set
+//     then. The source URL alone also keeps the text the file wrote, so that
+//     PostgresConfig.ResolveURL can expand it again for each connection.
 //   - Secrets never appear in an error: errors about the source URL name the
 //     key and the problem, never the value. Redacted() is the form to print.
 //

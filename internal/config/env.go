@@ -9,11 +9,12 @@ import (
 	"time"
 )
 
-// expand replaces ${NAME} in s with the value of NAME in env and "$$" with a
-// literal "$". An unset variable is an error (a set but empty one expands to
-// ""), and so is any other "$": a bare $NAME or ${NAME:-default} would
-// otherwise be kept literally and fail much later, far from its cause.
-func expand(s string, env map[string]string) (string, error) {
+// expand replaces ${NAME} in s with the value lookup gives for NAME and "$$"
+// with a literal "$". An unset variable is an error (a set but empty one
+// expands to ""), and so is any other "$": a bare $NAME or ${NAME:-default}
+// would otherwise be kept literally and fail much later, far from its cause.
+// Errors name the variable, never a value.
+func expand(s string, lookup func(string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
@@ -36,7 +37,7 @@ func expand(s string, env map[string]string) (string, error) {
 			if !validEnvName(name) {
 				return "", fmt.Errorf("invalid variable reference ${%s}: want ${NAME} with letters, digits and _ (defaults like ${X:-y} are not supported)", truncate(name))
 			}
-			val, ok := env[name]
+			val, ok := lookup(name)
 			if !ok {
 				return "", fmt.Errorf("environment variable %s is not set", name)
 			}
@@ -47,6 +48,38 @@ func expand(s string, env map[string]string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// urlEnv is source.postgres.url's override variable.
+const urlEnv = "PGCDC_SOURCE_POSTGRES_URL"
+
+// ResolveURL returns the source URL for a new connection. When the file
+// wrote the URL with ${VAR} references, they are expanded again with lookup
+// (os.LookupEnv in pg-cdc), so a variable whose value changed since Load,
+// such as a rotated password, takes effect on the next connection without a
+// restart. Otherwise, and when URL was changed after Load or set by
+// PGCDC_SOURCE_POSTGRES_URL (taken literally), it returns URL.
+//
+// Load has already checked that every referenced variable was set then; a
+// variable unset since is an error that names it, never a value.
+func (p PostgresConfig) ResolveURL(lookup func(string) (string, bool)) (string, error) {
+	if p.urlTemplate == "" || p.URL != p.urlLoaded {
+		return p.URL, nil
+	}
+	u, err := expand(p.urlTemplate, lookup)
+	if err != nil {
+		return "", fmt.Errorf("source.postgres.url: %w", err)
+	}
+	return u, nil
+}
+
+// mapLookup looks names up in env, as os.LookupEnv does in the process
+// environment.
+func mapLookup(env map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
 }
 
 func validEnvName(name string) bool {

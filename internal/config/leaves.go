@@ -32,6 +32,8 @@ func leaves(c *Config) []leaf {
 	return []leaf{
 		{"source.postgres.url", &c.Source.Postgres.URL},
 		{"source.postgres.schemas", &c.Source.Postgres.Schemas},
+		{"source.postgres.iam_auth", &c.Source.Postgres.IAMAuth},
+		{"source.postgres.region", &c.Source.Postgres.Region},
 		{"tables.include", &c.Tables.Include},
 		{"tables.exclude", &c.Tables.Exclude},
 		{"replication.publication", &c.Replication.Publication},

@@ -38,6 +38,11 @@ func Parse(data []byte, name string, environ []string) (Config, error) {
 	env := envMap(environ)
 	errs := decodeFile(&c, data, name, env)
 	errs = append(errs, applyEnv(&c, env)...)
+	if _, ok := env[urlEnv]; ok {
+		// An override is taken literally (applyEnv), so there is nothing
+		// to expand again.
+		c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -97,7 +102,7 @@ func decodeFile(c *Config, data []byte, name string, env map[string]string) []er
 		}
 		root = root.Content[0]
 	}
-	w := walker{name: name, env: env, schema: newSchema(c)}
+	w := walker{name: name, env: env, schema: newSchema(c), c: c}
 	w.section(root, "")
 	return w.errs
 }
@@ -119,6 +124,7 @@ type walker struct {
 	name   string
 	env    map[string]string
 	schema schema
+	c      *Config // the config being set, to keep the URL's template
 	errs   []error
 }
 
@@ -206,6 +212,11 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 	case *string:
 		if s, ok := w.str(l.path, line, v); ok {
 			*t = s
+			if p := &w.c.Source.Postgres; t == &p.URL && strings.Contains(v.Value, "$") {
+				// Kept for ResolveURL, which expands it again per
+				// connection.
+				p.urlTemplate, p.urlLoaded = v.Value, s
+			}
 		}
 	case *int:
 		if n, ok := w.integer(l.path, line, v, strconv.IntSize); ok {
@@ -302,7 +313,7 @@ func (w *walker) str(path string, line int, v *yaml.Node) (string, bool) {
 		w.errorf(line, "%s: want a string, got %s", path, describe(v))
 		return "", false
 	}
-	s, err := expand(v.Value, w.env)
+	s, err := expand(v.Value, mapLookup(w.env))
 	if err != nil {
 		w.errs = append(w.errs, fmt.Errorf("%s:%d: %s: %w", w.name, line, path, err))
 		return "", false

@@ -25,6 +25,13 @@ func (c Config) Validate() error {
 
 	if err := validatePostgresURL(c.Source.Postgres.URL); err != nil {
 		errs = append(errs, fmt.Errorf("source.postgres.url: %w", err))
+	} else if c.Source.Postgres.IAMAuth {
+		if err := validateIAMURL(c.Source.Postgres.URL); err != nil {
+			errs = append(errs, fmt.Errorf("source.postgres.iam_auth: %w", err))
+		}
+	}
+	if c.Source.Postgres.Region != "" && !c.Source.Postgres.IAMAuth {
+		bad("source.postgres.region", "applies only with source.postgres.iam_auth: true")
 	}
 	if len(c.Source.Postgres.Schemas) == 0 {
 		bad("source.postgres.schemas", "must name at least one schema")
@@ -207,6 +214,51 @@ func validatePostgresURL(raw string) error {
 	return nil
 }
 
+// validateIAMURL checks what an RDS IAM token needs of a URL that
+// validatePostgresURL accepted: the token is signed for one host:port and
+// user, it is the password (so the URL holds none), and it must travel over
+// TLS (RDS refuses IAM sign-in without it, and a token sent in the clear is a
+// credential for 15 minutes). sslmode must be in the URL itself, not only in
+// PGSSLMODE, so the file alone shows that TLS is required. Errors never
+// quote the URL.
+func validateIAMURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("source.postgres.url does not parse")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return errors.New("the query of source.postgres.url does not parse")
+	}
+	host := u.Hostname()
+	if q.Has("host") {
+		host = q.Get("host")
+	}
+	switch {
+	case (u.User == nil || u.User.Username() == "") && q.Get("user") == "":
+		return errors.New("source.postgres.url must name the database user the token is for (postgresql://user@host/db)")
+	case q.Has("password") || u.User != nil && hasPassword(u):
+		return errors.New("source.postgres.url must not hold a password: the IAM token is the password")
+	case host == "" || strings.HasPrefix(host, "/"):
+		return errors.New("source.postgres.url must name a TCP host (postgresql://user@host:5432/db): the token is signed for it, and a Unix socket has no TLS")
+	case strings.Contains(u.Host, ",") || strings.Contains(q.Get("host"), ",") || q.Has("hostaddr"):
+		return errors.New("source.postgres.url must name one host (and no hostaddr): a token is signed for one host:port")
+	}
+	switch mode := q.Get("sslmode"); mode {
+	case "require", "verify-ca", "verify-full":
+	case "":
+		return errors.New("needs TLS: add sslmode=verify-full (or verify-ca, require) to source.postgres.url")
+	default:
+		return fmt.Errorf("needs TLS: sslmode=%s in source.postgres.url may send the token in the clear; use verify-full (or verify-ca, require)", truncate(mode))
+	}
+	return nil
+}
+
+func hasPassword(u *url.URL) bool {
+	_, has := u.User.Password()
+	return has
+}
+
 // validIdentifier accepts the names that need no quoting in SQL: a letter or
 // underscore, then lower-case letters, digits and underscores, at most 63
 // bytes (NAMEDATALEN-1). This is stricter than PostgreSQL, which also takes
@@ -266,6 +318,9 @@ func (c Config) Redacted() Config {
 	c.Tables.Exclude = slices.Clone(c.Tables.Exclude)
 	c.Types = maps.Clone(c.Types)
 	c.Source.Postgres.URL = redactURL(c.Source.Postgres.URL)
+	// The template may hold a literal password too; a printed copy never
+	// connects, so it has no use for it.
+	c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
 	return c
 }
 
