@@ -49,7 +49,11 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		return err
 	}
 
-	db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+	spec, err := sourceConn(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	db, err := postgres.Connect(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -123,7 +127,7 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		}
 	}
 
-	repl, err := postgres.ConnectReplication(ctx, cfg.Source.Postgres.URL)
+	repl, err := postgres.ConnectReplication(ctx, spec)
 	if err != nil {
 		return err
 	}

@@ -77,10 +77,14 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		}()
 	}
 
+	spec, err := sourceConn(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	attempt := 0
 	for {
 		before := committer.Current().EndLSN
-		err := session(ctx, cfg, log, fc)
+		err := session(ctx, cfg, spec, log, fc)
 		if err == nil {
 			return nil
 		}
@@ -112,9 +116,9 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 }
 
 // session runs one replication connection from the manifest's end LSN.
-func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush.Committer) error {
+func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log *slog.Logger, fc *flush.Committer) error {
 	m := fc.Manifest.Current()
-	db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+	db, err := postgres.Connect(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -139,7 +143,7 @@ func session(ctx context.Context, cfg config.Config, log *slog.Logger, fc *flush
 		return err
 	}
 
-	repl, err := postgres.ConnectReplication(ctx, cfg.Source.Postgres.URL)
+	repl, err := postgres.ConnectReplication(ctx, spec)
 	if err != nil {
 		return err
 	}

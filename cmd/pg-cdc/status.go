@@ -36,7 +36,11 @@ func newStatusCmd(configPath *string) *cobra.Command {
 				return err
 			}
 
-			db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+			spec, err := sourceConn(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			db, err := postgres.Connect(ctx, spec)
 			if err != nil {
 				return err
 			}

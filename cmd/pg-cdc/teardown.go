@@ -23,7 +23,11 @@ func newTeardownCmd(configPath *string) *cobra.Command {
 				return usageError{fmt.Errorf("teardown drops slot %q and publication %q; WAL since the slot's position is released and cannot be streamed again: re-run with --yes", cfg.Replication.Slot, cfg.Replication.Publication)}
 			}
 			ctx := cmd.Context()
-			db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+			spec, err := sourceConn(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			db, err := postgres.Connect(ctx, spec)
 			if err != nil {
 				return err
 			}

@@ -58,7 +58,11 @@ the watermark reaches the manifest. See docs/operations.md#verify.`,
 		if err != nil {
 			return err
 		}
-		db, err := postgres.Connect(ctx, cfg.Source.Postgres.URL)
+		spec, err := sourceConn(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		db, err := postgres.Connect(ctx, spec)
 		if err != nil {
 			return err
 		}

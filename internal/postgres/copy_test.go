@@ -53,7 +53,7 @@ func (e *env) copyRows(snapshot string, t *cdc.Table) []row {
 func (e *env) textRows(t *cdc.Table) []row {
 	e.t.Helper()
 	ctx := testCtx(e.t)
-	conn, err := pgx.ConnectConfig(ctx, e.db.cfg)
+	conn, err := e.db.connect(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}

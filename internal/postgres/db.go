@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -36,10 +35,6 @@ func applySessionParams(cfg *pgconn.Config) {
 	}
 }
 
-// errBadURL deliberately says nothing about the URL: pgconn's parse errors
-// quote it, and redacting a malformed URL is only best effort.
-var errBadURL = errors.New("parse PostgreSQL connection URL: the URL is malformed (not shown: it may contain a password)")
-
 // serverName names a server in errors and logs without the password.
 func serverName(cfg *pgconn.Config) string {
 	return fmt.Sprintf("%s:%d/%s (user %s)", cfg.Host, cfg.Port, cfg.Database, cfg.User)
@@ -55,7 +50,7 @@ const maxIdle = 4
 // pgxpool would do this, but it needs github.com/jackc/puddle/v2, which is not
 // in go.mod; this is the small subset pg-cdc uses (see the package report).
 type DB struct {
-	cfg    *pgx.ConnConfig
+	spec   ConnSpec
 	server string
 
 	mu     sync.Mutex
@@ -64,23 +59,21 @@ type DB struct {
 }
 
 // Connect checks that the server is reachable (one connection, kept for
-// reuse) and returns a DB. Errors name the server, never the URL.
-func Connect(ctx context.Context, url string) (*DB, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, errBadURL
-	}
-	applySessionParams(&cfg.Config)
-	db := &DB{cfg: cfg, server: serverName(&cfg.Config)}
-	conn, err := db.acquire(ctx)
+// reuse) and returns a DB. Every further connection DB opens asks spec
+// again. Errors name the server, never the URL.
+func Connect(ctx context.Context, spec ConnSpec) (*DB, error) {
+	db := &DB{spec: spec}
+	conn, err := db.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	db.server = serverName(&conn.Config().Config)
 	db.release(conn)
 	return db, nil
 }
 
-// Server names the server: host:port/database (user), without the password.
+// Server names the server, as the first connection reached it:
+// host:port/database (user), without the password.
 func (db *DB) Server() string { return db.server }
 
 // Close closes the idle connections; connections in use are closed when their
@@ -110,9 +103,19 @@ func (db *DB) acquire(ctx context.Context) (*pgx.Conn, error) {
 		}
 	}
 	db.mu.Unlock()
-	c, err := pgx.ConnectConfig(ctx, db.cfg)
+	return db.connect(ctx)
+}
+
+// connect opens a new physical connection, with the URL and password as
+// db.spec gives them now.
+func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := db.spec.connConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", db.server, err)
+		return nil, err
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", serverName(&cfg.Config), err)
 	}
 	return c, nil
 }

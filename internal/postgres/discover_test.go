@@ -52,7 +52,7 @@ func TestPreflightRole(t *testing.T) {
 	e.exec(`CREATE ROLE "` + role + `" LOGIN`)
 	t.Cleanup(func() { e.exec(`DROP ROLE "` + role + `"`) })
 
-	db, err := Connect(ctx, strings.Replace(e.url, "postgres@", role+"@", 1))
+	db, err := Connect(ctx, StaticURL(strings.Replace(e.url, "postgres@", role+"@", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPreflightRole(t *testing.T) {
 	}
 
 	e.exec(`ALTER ROLE "` + role + `" REPLICATION`)
-	db, err = Connect(ctx, strings.Replace(e.url, "postgres@", role+"@", 1))
+	db, err = Connect(ctx, StaticURL(strings.Replace(e.url, "postgres@", role+"@", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	url := pgtest.Shared(t).CreateDatabase(t)
-	db, err := Connect(testCtx(t), url)
+	db, err := Connect(testCtx(t), StaticURL(url))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -84,7 +84,7 @@ func (e *env) queryString(sql string, args ...any) string {
 
 func (e *env) replConn() *ReplConn {
 	e.t.Helper()
-	r, err := ConnectReplication(testCtx(e.t), e.url)
+	r, err := ConnectReplication(testCtx(e.t), StaticURL(e.url))
 	if err != nil {
 		e.t.Fatalf("connect replication: %v", err)
 	}

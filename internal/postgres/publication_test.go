@@ -184,7 +184,7 @@ func TestPreflightWalLevel(t *testing.T) {
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db, err := Connect(ctx, url)
+	db, err := Connect(ctx, StaticURL(url))
 	if err != nil {
 		t.Fatal(err)
 	}

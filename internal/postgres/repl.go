@@ -29,15 +29,19 @@ type ReplConn struct {
 	readDeadline time.Time
 }
 
-// ConnectReplication opens a replication connection with the session
-// settings every connection uses (see sessionParams). Errors name the server,
-// never the URL.
-func ConnectReplication(ctx context.Context, url string) (*ReplConn, error) {
-	cfg, err := pgconn.ParseConfig(url)
+// ConnectReplication opens a replication connection, with the URL, TLS
+// settings and password as spec gives them now and the session settings
+// every connection uses (see sessionParams). Errors name the server, never
+// the URL.
+func ConnectReplication(ctx context.Context, spec ConnSpec) (*ReplConn, error) {
+	connCfg, err := spec.connConfig(ctx)
 	if err != nil {
-		return nil, errBadURL
+		return nil, err
 	}
-	applySessionParams(cfg)
+	// The pgconn part of pgx's configuration: pgx.ParseConfig has taken its
+	// own parameters (statement_cache_capacity, …) out of RuntimeParams,
+	// which a replication session would otherwise send as settings.
+	cfg := &connCfg.Config
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
 		return pgproto3.NewFrontend(bufio.NewReaderSize(r, replReadBuffer), w)

@@ -252,17 +252,17 @@ func TestWalsenderTerminatedIsTransient(t *testing.T) {
 
 func TestConnectErrors(t *testing.T) {
 	ctx := testCtx(t)
-	_, err := Connect(ctx, "postgres://user:s3cret@127.0.0.1:notaport/db")
+	_, err := Connect(ctx, StaticURL("postgres://user:s3cret@127.0.0.1:notaport/db"))
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad URL: %v", err)
 	}
-	_, err = ConnectReplication(ctx, "postgres://user:s3cret@127.0.0.1:notaport/db")
+	_, err = ConnectReplication(ctx, StaticURL("postgres://user:s3cret@127.0.0.1:notaport/db"))
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("bad URL (replication): %v", err)
 	}
 
 	// Nothing listens on port 1: transient, and no password in the message.
-	_, err = Connect(ctx, "postgres://user:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=5")
+	_, err = Connect(ctx, StaticURL("postgres://user:s3cret@127.0.0.1:1/db?sslmode=disable&connect_timeout=5"))
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1/db") || !IsTransient(err) {
 		t.Errorf("closed port: %v (transient %t)", err, IsTransient(err))
 	}
@@ -270,11 +270,11 @@ func TestConnectErrors(t *testing.T) {
 	// A database that does not exist is not transient.
 	e := newEnv(t)
 	url := strings.Replace(e.url, "/"+e.queryString("SELECT current_database()")+"?", "/no_such_db?", 1)
-	_, err = Connect(ctx, url)
+	_, err = Connect(ctx, StaticURL(url))
 	if err == nil || IsTransient(err) {
 		t.Errorf("missing database: %v (transient %t)", err, IsTransient(err))
 	}
-	_, err = ConnectReplication(ctx, url)
+	_, err = ConnectReplication(ctx, StaticURL(url))
 	if err == nil || IsTransient(err) {
 		t.Errorf("missing database (replication): %v (transient %t)", err, IsTransient(err))
 	}

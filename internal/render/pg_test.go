@@ -112,7 +112,7 @@ func TestAgainstPostgres(t *testing.T) {
 	}
 
 	// The production path: discover, COPY, parquetfile, parquet-go, render.
-	db, err := postgres.Connect(ctx, url)
+	db, err := postgres.Connect(ctx, postgres.StaticURL(url))
 	if err != nil {
 		t.Fatal(err)
 	}
