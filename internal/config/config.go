@@ -40,6 +40,11 @@ type PostgresConfig struct {
 	// expands the references again for each new connection. Print it only
 	// through Config.Redacted.
 	URL string
+	// Provider (source.postgres.provider, PGCDC_SOURCE_POSTGRES_PROVIDER)
+	// is where the server runs, which decides the fixes preflight and init
+	// print: "auto" (default: recognised from the server), "self-managed",
+	// "rds" or "aurora".
+	Provider string
 	// Schemas (source.postgres.schemas, PGCDC_SOURCE_POSTGRES_SCHEMAS) are
 	// the schemas whose tables are captured. Default ["public"].
 	Schemas []string
@@ -102,6 +107,14 @@ type InitConfig struct {
 	// is how many tables the initial snapshot copies at once. Default 4.
 	ParallelWorkers int
 }
+
+// Source providers (source.postgres.provider).
+const (
+	ProviderAuto        = "auto"
+	ProviderSelfManaged = "self-managed"
+	ProviderRDS         = "rds"
+	ProviderAurora      = "aurora"
+)
 
 // Storage types.
 const (
@@ -258,7 +271,7 @@ func (l LogConfig) SlogLevel() slog.Level {
 // no default.
 func Default() Config {
 	return Config{
-		Source: SourceConfig{Postgres: PostgresConfig{Schemas: []string{"public"}}},
+		Source: SourceConfig{Postgres: PostgresConfig{Schemas: []string{"public"}, Provider: ProviderAuto}},
 		Tables: TablesConfig{Include: []string{}, Exclude: []string{}},
 		Replication: ReplicationConfig{
 			Publication:        "pg_cdc_pub",

@@ -20,6 +20,7 @@ const full = `# a comment
 source:
   postgres:
     url: "postgresql://user:${PGPASSWORD}@127.0.0.1:5432/app"
+    provider: rds
     schemas: ["public", "sales"]
 tables:
   include: [public.orders, sales.items]
@@ -64,8 +65,9 @@ func TestParseFull(t *testing.T) {
 	}
 	want := Config{
 		Source: SourceConfig{Postgres: PostgresConfig{
-			URL:     "postgresql://user:s3cr3t@127.0.0.1:5432/app",
-			Schemas: []string{"public", "sales"},
+			URL:      "postgresql://user:s3cr3t@127.0.0.1:5432/app",
+			Provider: "rds",
+			Schemas:  []string{"public", "sales"},
 			// Kept so that ResolveURL reads PGPASSWORD again per connection.
 			urlTemplate: "postgresql://user:${PGPASSWORD}@127.0.0.1:5432/app",
 			urlLoaded:   "postgresql://user:s3cr3t@127.0.0.1:5432/app",
@@ -366,7 +368,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		}
 	}
 	if !reflect.DeepEqual(c, Config{
-		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Schemas: []string{"1"}, IAMAuth: true, Region: "v"}},
+		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Provider: "v", Schemas: []string{"1"}, IAMAuth: true, Region: "v"}},
 		Tables:      TablesConfig{Include: []string{"1"}, Exclude: []string{"1"}},
 		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1},
 		Init:        InitConfig{ParallelWorkers: 1},

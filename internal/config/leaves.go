@@ -31,6 +31,7 @@ func (l leaf) envName() string {
 func leaves(c *Config) []leaf {
 	return []leaf{
 		{"source.postgres.url", &c.Source.Postgres.URL},
+		{"source.postgres.provider", &c.Source.Postgres.Provider},
 		{"source.postgres.schemas", &c.Source.Postgres.Schemas},
 		{"source.postgres.iam_auth", &c.Source.Postgres.IAMAuth},
 		{"source.postgres.region", &c.Source.Postgres.Region},

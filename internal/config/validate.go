@@ -55,6 +55,12 @@ func (c Config) Validate() error {
 		}
 	}
 
+	switch c.Source.Postgres.Provider {
+	case ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora:
+	default:
+		bad("source.postgres.provider", "want %s, %s, %s or %s, got %q", ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora, c.Source.Postgres.Provider)
+	}
+
 	for _, col := range slices.Sorted(maps.Keys(c.Types)) {
 		key := "types." + col
 		if _, _, _, err := ParseColumnRef(col); err != nil {

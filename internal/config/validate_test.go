@@ -27,6 +27,9 @@ func TestValidateOK(t *testing.T) {
 		{"slot starting with digit", func(c *Config) { c.Replication.Slot = "1slot" }},
 		{"63-byte slot", func(c *Config) { c.Replication.Slot = strings.Repeat("s", 63) }},
 		{"every level", func(c *Config) { c.Log.Level = "warn"; c.Log.Format = "json" }},
+		{"provider rds", func(c *Config) { c.Source.Postgres.Provider = "rds" }},
+		{"provider aurora", func(c *Config) { c.Source.Postgres.Provider = "aurora" }},
+		{"provider self-managed", func(c *Config) { c.Source.Postgres.Provider = "self-managed" }},
 		{"odd schema names", func(c *Config) {
 			c.Source.Postgres.Schemas = []string{"public", "Sales", "sales", "a.b", "x y", `we"ird`, `back\slash`, "a/b", "..", "日本😀", strings.Repeat("é", 31) + "x"}
 		}},
@@ -55,6 +58,8 @@ func TestValidateErrors(t *testing.T) {
 		{"url bad escape", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p%zzw@h/db" }, "source.postgres.url: not a valid URL: a bad %-escape"},
 		{"url hash", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p#w@h/db" }, `source.postgres.url: contains "#"`},
 		{"schemas empty", func(c *Config) { c.Source.Postgres.Schemas = nil }, "source.postgres.schemas: must name at least one schema"},
+		{"provider unknown", func(c *Config) { c.Source.Postgres.Provider = "RDS" }, `source.postgres.provider: want auto, self-managed, rds or aurora, got "RDS"`},
+		{"provider empty", func(c *Config) { c.Source.Postgres.Provider = "" }, `source.postgres.provider: want auto`},
 		{"schema empty string", func(c *Config) { c.Source.Postgres.Schemas = []string{""} }, "source.postgres.schemas[0]: must not be empty"},
 		{"schema twice", func(c *Config) { c.Source.Postgres.Schemas = []string{"a", "a"} }, `source.postgres.schemas[1]: "a" is listed twice`},
 		{"schema too long", func(c *Config) { c.Source.Postgres.Schemas = []string{strings.Repeat("s", 64)} }, "source.postgres.schemas[0]: " + `"` + strings.Repeat("s", 64) + `" is 64 bytes long; PostgreSQL names are at most 63 bytes`},
