@@ -77,7 +77,8 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		return err
 	}
 
-	if err := db.Preflight(ctx); err != nil {
+	if err := db.Preflight(ctx, postgres.PreflightTarget{Provider: postgres.Provider(cfg.Source.Postgres.Provider),
+		Publication: cfg.Replication.Publication, Slot: cfg.Replication.Slot}); err != nil {
 		return err
 	}
 	include, err := cfg.IncludeIDs()

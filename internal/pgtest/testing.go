@@ -85,9 +85,16 @@ func Shared(tb testing.TB) *Cluster {
 // ends. Use it for tests that stop, restart or kill PostgreSQL.
 func New(tb testing.TB) *Cluster {
 	tb.Helper()
+	return NewWith(tb, Options{})
+}
+
+// NewWith is New with options, for a test that needs other server settings
+// than the shared cluster's (Options.Settings: wal_level = replica, say).
+func NewWith(tb testing.TB, opts Options) *Cluster {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	c, err := StartCluster(ctx, Options{})
+	c, err := StartCluster(ctx, opts)
 	if err != nil {
 		skipOrFatal(tb, err)
 	}

@@ -296,11 +296,7 @@ func CheckTables(tables []*cdc.Table) (warnings []string, err error) {
 		switch {
 		case t.ReplicaIdentity == cdc.ReplicaIdentityNothing:
 			refused = append(refused, t.ID.String())
-			if len(t.PrimaryKey) > 0 {
-				fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY DEFAULT", name))
-			} else {
-				fixes = append(fixes, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (or add a primary key and use REPLICA IDENTITY DEFAULT)", name))
-			}
+			fixes = append(fixes, fixReplicaIdentityNothing(t.ID, len(t.PrimaryKey) > 0))
 		case t.InsertOnly():
 			warnings = append(warnings, fmt.Sprintf(
 				"table %s has no primary key and REPLICA IDENTITY %s: it is captured insert-only, "+

@@ -27,7 +27,7 @@ func TestIdentityAndPreflight(t *testing.T) {
 	if xlogpos == 0 {
 		t.Error("xlogpos is 0")
 	}
-	if err := e.db.Preflight(ctx); err != nil {
+	if err := e.db.Preflight(ctx, PreflightTarget{Provider: ProviderAuto, Publication: "p", Slot: "s"}); err != nil {
 		t.Errorf("preflight as superuser: %v", err)
 	}
 
@@ -50,13 +50,14 @@ func TestPreflightRole(t *testing.T) {
 	ctx := testCtx(t)
 	role := strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_") + "_role"
 	e.exec(`CREATE ROLE "` + role + `" LOGIN`)
-	t.Cleanup(func() { e.exec(`DROP ROLE "` + role + `"`) })
+	t.Cleanup(func() { e.exec(`DROP OWNED BY "`+role+`"`, `DROP ROLE "`+role+`"`) })
+	target := PreflightTarget{Provider: ProviderAuto, Publication: "p", Slot: "s"}
 
 	db, err := Connect(ctx, StaticURL(strings.Replace(e.url, "postgres@", role+"@", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Preflight(ctx)
+	err = db.Preflight(ctx, target)
 	db.Close()
 	if !errors.Is(err, ErrPreflight) || !strings.Contains(err.Error(), role) {
 		t.Fatalf("err = %v, want ErrPreflight naming the role", err)
@@ -71,8 +72,14 @@ func TestPreflightRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Preflight(ctx); err != nil {
-		t.Errorf("preflight with REPLICATION: %v", err)
+	// The publication does not exist, so init must be able to create it.
+	err = db.Preflight(ctx, target)
+	if !errors.Is(err, ErrPreflight) || !strings.Contains(cdc.HintOf(err), "GRANT CREATE ON DATABASE") {
+		t.Fatalf("err = %v (hint %q), want ErrPreflight with GRANT CREATE ON DATABASE", err, cdc.HintOf(err))
+	}
+	e.exec(`GRANT CREATE ON DATABASE "` + e.queryString("SELECT current_database()") + `" TO "` + role + `"`)
+	if err := db.Preflight(ctx, target); err != nil {
+		t.Errorf("preflight with REPLICATION and CREATE: %v", err)
 	}
 }
 

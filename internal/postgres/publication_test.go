@@ -189,11 +189,11 @@ func TestPreflightWalLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Preflight(ctx)
+	err = db.Preflight(ctx, PreflightTarget{Provider: ProviderAuto, Publication: "p", Slot: "s"})
 	if !errors.Is(err, ErrPreflight) || !strings.Contains(err.Error(), "wal_level is replica") {
 		t.Fatalf("err = %v", err)
 	}
-	if h := cdc.HintOf(err); !strings.Contains(h, "set wal_level = logical in postgresql.conf and restart PostgreSQL") {
+	if h := cdc.HintOf(err); !strings.Contains(h, "ALTER SYSTEM SET wal_level = logical") || !strings.Contains(h, "restart PostgreSQL") {
 		t.Errorf("hint = %q", h)
 	}
 }
