@@ -41,6 +41,17 @@ type Options struct {
 	// to restore logical_decoding_work_mem to PostgreSQL's own default. A line
 	// may not contain a newline.
 	Settings []string
+	// HBA are pg_hba.conf lines put before pgtest's own, which trust every
+	// loopback connection. The first line that matches decides, so a test
+	// can make one role sign in with a password ("host all alice
+	// 127.0.0.1/32 scram-sha-256") or a client certificate ("hostssl all
+	// bob 127.0.0.1/32 cert"). A line may not contain a newline.
+	HBA []string
+	// Files are written into the data directory before every start, mode
+	// 0600 and owned by the server's OS user (PostgreSQL refuses a key file
+	// others can read), for Settings to name relative to the data
+	// directory: ssl_cert_file = 'server.crt'. A name is one path element.
+	Files map[string][]byte
 }
 
 // Cluster is a PostgreSQL cluster started by StartCluster. Its methods are
@@ -53,6 +64,8 @@ type Cluster struct {
 
 	bin      string
 	settings []string
+	hba      []string
+	files    map[string][]byte
 	runAs    *osUser
 	logf     func(format string, args ...any)
 	autoDir  bool // Dir was created by StartCluster
@@ -84,7 +97,17 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("setting %q: a setting is one line", line)
 		}
 	}
-	c := &Cluster{Port: opts.Port, Dir: opts.Dir, bin: bin, settings: opts.Settings, runAs: runAs, logf: opts.Logf}
+	for _, line := range opts.HBA {
+		if strings.ContainsAny(line, "\r\n") {
+			return nil, fmt.Errorf("pg_hba.conf line %q: a line may not contain a newline", line)
+		}
+	}
+	for name := range opts.Files {
+		if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+			return nil, fmt.Errorf("file %q: want a name in the data directory, without directories", name)
+		}
+	}
+	c := &Cluster{Port: opts.Port, Dir: opts.Dir, bin: bin, settings: opts.Settings, hba: opts.HBA, files: opts.Files, runAs: runAs, logf: opts.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -310,6 +333,15 @@ local all         all                trust
 host  all         all  127.0.0.1/32  trust
 host  replication all  127.0.0.1/32  trust
 `
+	if len(c.hba) > 0 {
+		// First: the first matching line decides.
+		hba = "# Options.HBA\n" + strings.Join(c.hba, "\n") + "\n" + hba
+	}
+	for name, content := range c.files {
+		if err := c.writeDataFile(name, string(content)); err != nil {
+			return err
+		}
+	}
 	if err := c.writeDataFile("pgtest.conf", conf); err != nil {
 		return err
 	}

@@ -12,8 +12,9 @@
 //   - A Cluster only ever touches the processes it started: Stop goes through
 //     pg_ctl on its own data directory, Kill signals the postmaster named in
 //     its own postmaster.pid (and that postmaster's process group).
-//   - The cluster listens on 127.0.0.1 only, with trust authentication; it is
-//     never reachable from outside the machine.
+//   - The cluster listens on 127.0.0.1 only, with trust authentication
+//     (except for the roles a test names in Options.HBA); it is never
+//     reachable from outside the machine.
 //   - PostgreSQL refuses to run as root, so when the test runs as root every
 //     PostgreSQL binary runs as the "postgres" OS user and the cluster
 //     directory is chowned to it. A directory passed in Options.Dir must then
