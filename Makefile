@@ -11,8 +11,9 @@ LDFLAGS := -X main.version=$(VERSION)
 # without it to keep the suite fast on two cores.
 PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/txn/... ./internal/pgoutput/... ./internal/config/... \
-             ./internal/blob/... ./internal/failpoint/... ./internal/replicate/...
-PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate)(/|$$)
+             ./internal/blob/... ./internal/failpoint/... ./internal/replicate/... \
+             ./internal/health/... ./internal/metrics/...
+PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics)(/|$$)
 
 .PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw bench
 

@@ -24,11 +24,12 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{pkg: "internal/cdc", onlyStd: true},
 		{pkg: "internal/failpoint", onlyStd: true},
-		{pkg: "internal/flush", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
-		{pkg: "internal/manifest", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
-		{pkg: "internal/txn", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
-		{pkg: "internal/pgoutput", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx/v5/pgconn", "net/http"}},
-		{pkg: "internal/replicate", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
+		{pkg: "internal/health", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
+		{pkg: "internal/flush", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
+		{pkg: "internal/manifest", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
+		{pkg: "internal/txn", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
+		{pkg: "internal/pgoutput", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx/v5/pgconn", "net/http"}},
+		{pkg: "internal/replicate", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
 		{pkg: "internal/snapshot", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 		{pkg: "internal/parquetfile", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 	}

@@ -28,6 +28,9 @@ type Result struct {
 	Tables int
 	Rows   int64
 	Bytes  int64
+	// Adjusted counts the values a documented type rule wrote (see
+	// parquetfile.Rule), over all tables.
+	Adjusted int64
 	// Durable is the end LSN the new manifest holds: the position that may
 	// now be confirmed to PostgreSQL.
 	Durable manifest.EpochRecord
@@ -128,6 +131,9 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 	for _, f := range files {
 		res.Rows += f.rows
 		res.Bytes += f.bytes
+		for _, n := range f.adjusted {
+			res.Adjusted += n
+		}
 	}
 	return res, nil
 }

@@ -42,6 +42,28 @@ type Committer struct {
 
 	writer string // this process's identity (NewWriterID)
 	seq    uint64 // attempts so far, for CommitStamp
+
+	obs Observer
+}
+
+// Observer is told about conflicts (metrics). Nil fields are skipped.
+type Observer struct {
+	// ConflictResolved: a conditional write lost to another writer, the
+	// manifest was re-read and the mutation is being applied to it again.
+	ConflictResolved func()
+	// Tripped: Commit stopped for good, by the breaker or because another
+	// process took the stream over.
+	Tripped func()
+}
+
+// SetObserver installs o; call it before the first Commit.
+func (c *Committer) SetObserver(o Observer) { c.obs = o }
+
+func (c *Committer) tripped(err error) error {
+	if c.obs.Tripped != nil && errors.Is(err, cdc.ErrCASBreaker) {
+		c.obs.Tripped()
+	}
+	return err
 }
 
 // NewWriterID returns an identity for one committer: host, PID and a random
@@ -178,10 +200,13 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 			return nil, fmt.Errorf("commit manifest: %w: %w", blob.ErrUnavailable, putErr)
 		}
 		if err := c.superseded(fresh); err != nil {
-			return nil, err
+			return nil, c.tripped(err)
 		}
 		if err := c.conflict(attempt, c.rival(c.current, fresh)); err != nil {
-			return nil, err
+			return nil, c.tripped(err)
+		}
+		if c.obs.ConflictResolved != nil {
+			c.obs.ConflictResolved()
 		}
 		c.current, c.version = fresh, fv
 	}
@@ -198,7 +223,7 @@ func (c *Committer) Resync(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
 	}
 	if err := c.superseded(fresh); err != nil {
-		return err
+		return c.tripped(err)
 	}
 	c.current, c.version = fresh, fv
 	return nil

@@ -40,6 +40,7 @@ func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c
 	if err := e.Write(meta, c); err != nil {
 		return err
 	}
+	s.countEvent(c.Table, c.Op)
 	for _, column := range lost {
 		e.CountUnrecovered(c.Table, column)
 	}

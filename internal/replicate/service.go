@@ -39,6 +39,8 @@ type Config struct {
 	// Rows reads rows from the source to recover TOAST values a key-changing
 	// UPDATE did not send (optional).
 	Rows RowReader
+	// Observer receives metrics and health signals (optional).
+	Observer Observer
 }
 
 // maxWait bounds one receive so that stop requests and timers are noticed.
@@ -71,6 +73,12 @@ type Service struct {
 
 	rows              RowReader       // recovers TOAST values after key changes; may be nil
 	warnedUnrecovered map[string]bool // "schema.table.column" logged once; counts go to the manifest
+
+	obs           Observer
+	events        map[eventKey]Counter
+	receivedLSN   cdc.LSN   // end LSN of the last commit received
+	confirmed     cdc.LSN   // last position sent as flushed
+	oldestPending time.Time // commit time of the oldest received commit not yet durable
 }
 
 type binding struct {
@@ -100,6 +108,9 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 
 		rows:              cfg.Rows,
 		warnedUnrecovered: map[string]bool{},
+
+		obs:    cfg.Observer.withDefaults(),
+		events: map[eventKey]Counter{},
 	}
 	for key, mt := range m.Tables {
 		t, err := mt.SourceTable()
@@ -184,6 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		s.report()
 	}
 }
 
@@ -220,6 +232,10 @@ func (r *receiveCtx) stop() {
 func (s *Service) received(m cdc.TxnMeta) {
 	if s.catchUp != 0 && m.CommitLSN < s.catchUp {
 		s.backlog = true
+	}
+	s.receivedLSN = max(s.receivedLSN, m.EndLSN)
+	if s.oldestPending.IsZero() {
+		s.oldestPending = m.CommitTime
 	}
 }
 
@@ -276,10 +292,17 @@ func (s *Service) flush(ctx context.Context, reason flush.Reason) error {
 	if err != nil {
 		return err
 	}
-	s.durable = max(s.durable, res.Durable.EndLSN)
+	took := s.now().Sub(started)
+	if s.serverEnd > res.Durable.EndLSN {
+		// The server had more to send while the loop was not reading.
+		s.obs.Stalled(took)
+	}
+	s.obs.Flushed(FlushStats{Rows: res.Rows, Bytes: res.Bytes, Adjusted: res.Adjusted, Duration: took})
+	s.oldestPending = time.Time{}
+	s.setDurable(res.Durable.EndLSN)
 	s.log.Info("flushed epoch", "epoch", res.Epoch, "reason", string(reason), "txns", p.Txns,
 		"rows", res.Rows, "tables", res.Tables, "bytes", res.Bytes, "lsn", s.durable,
-		"duration_ms", s.now().Sub(started).Milliseconds())
+		"duration_ms", took.Milliseconds())
 	return s.sendStatus(ctx, false)
 }
 
@@ -297,7 +320,7 @@ func (s *Service) maybeIdleAdvance(ctx context.Context) error {
 		return err
 	}
 	s.log.Debug("idle advance", "lsn", pos)
-	s.durable = pos
+	s.setDurable(pos)
 	return s.sendStatus(ctx, false)
 }
 
@@ -305,6 +328,13 @@ func (s *Service) sendStatus(ctx context.Context, reply bool) error {
 	if err := s.src.SendStatus(ctx, s.durable, reply); err != nil {
 		return fmt.Errorf("send standby status: %w", err)
 	}
+	s.confirmed = s.durable
 	s.lastStatus = s.now()
 	return nil
+}
+
+// setDurable moves the durable LSN (never backwards) and tells the observer.
+func (s *Service) setDurable(lsn cdc.LSN) {
+	s.durable = max(s.durable, lsn)
+	s.obs.Durable(s.durable, s.now())
 }

@@ -1,0 +1,163 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/replicate"
+)
+
+// TestNamesAndLint registers everything on a fresh registry (twice, so no
+// package global leaks between them) and runs Prometheus' own linter.
+func TestNamesAndLint(t *testing.T) {
+	for range 2 {
+		reg := prometheus.NewRegistry()
+		m := New(reg, "test")
+		m.Events.WithLabelValues("public.t", "I").Inc()
+		m.SinkErrors.WithLabelValues("put", "request").Inc()
+		m.CompactionRuns.WithLabelValues("ok").Inc()
+		m.Heartbeats.WithLabelValues("ok").Inc()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			name := f.GetName()
+			if !strings.HasPrefix(name, "pgcdc_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+				t.Errorf("metric %s lacks the pgcdc_ prefix", name)
+			}
+		}
+		problems, err := testutil.GatherAndLint(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			if strings.HasPrefix(p.Metric, "pgcdc_") {
+				t.Errorf("lint %s: %s", p.Metric, p.Text)
+			}
+		}
+	}
+}
+
+// failing fails every request with an outage, except reads of missing
+// keys, which answer ErrNotFound.
+type failing struct{ *memory.Store }
+
+func (f failing) Put(context.Context, string, io.Reader) error {
+	return errors.New("503 Service Unavailable")
+}
+
+func TestSinkErrorsCountFailuresNotVerdicts(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	ctx := context.Background()
+	s := m.CountSinkErrors(failing{memory.New()})
+	if err := s.Put(ctx, "a", strings.NewReader("x")); err == nil {
+		t.Fatal("put succeeded")
+	}
+	if _, err := s.Get(ctx, "missing"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := s.PutIf(ctx, "m", []byte("1"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutIf(ctx, "m", []byte("2"), ""); !errors.Is(err, blob.ErrPrecondition) {
+		t.Fatalf("stale put: %v", err)
+	}
+	if got := testutil.ToFloat64(m.SinkErrors.WithLabelValues("put", "request")); got != 1 {
+		t.Errorf("put errors = %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(m.SinkErrors); got != 1 {
+		t.Errorf("%d series of sink errors, want only put's (not-found and precondition are answers)", got)
+	}
+	if _, ok := s.(blob.Locker); !ok {
+		t.Error("the wrapper hides the memory store's writer lock")
+	}
+	if _, ok := m.CountSinkErrors(struct{ Sink }{memory.New()}).(blob.Locker); ok {
+		t.Error("the wrapper claims a writer lock the store does not have")
+	}
+}
+
+func TestManifestConflictsAreCounted(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	ctx := context.Background()
+	store := memory.New()
+	base := &manifest.Manifest{FormatVersion: manifest.FormatVersion, Tables: map[string]*manifest.Table{}}
+	a, err := manifest.Create(ctx, store, base, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetObserver(m.Manifest())
+	b, err := manifest.Open(ctx, store, manifest.DefaultBreaker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b (say, compaction) changes the manifest without moving the stream;
+	// a's next commit conflicts, re-reads and lands.
+	if _, err := b.Commit(ctx, func(m *manifest.Manifest) error {
+		m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: "x"})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Commit(ctx, func(m *manifest.Manifest) error { m.EndLSN = max(m.EndLSN, 5); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.ConflictsResolved); got != 1 {
+		t.Errorf("conflicts resolved = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.BreakerTripped); got != 0 {
+		t.Errorf("breaker tripped = %v on one conflict", got)
+	}
+}
+
+func TestReplicateObserverFeedsMetrics(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	beats := 0
+	obs := m.Replicate(func() { beats++ }, nil)
+	c := obs.Events(cdc.TableID{Schema: "public", Name: "t"}, cdc.OpDelete)
+	c.Add(1)
+	c.Add(1)
+	obs.Flushed(replicate.FlushStats{Rows: 10, Bytes: 2048, Adjusted: 3})
+	obs.Beat()
+	if got := testutil.ToFloat64(m.Events.WithLabelValues("public.t", "D")); got != 2 {
+		t.Errorf("events = %v", got)
+	}
+	if testutil.ToFloat64(m.Flushes) != 1 || testutil.ToFloat64(m.ValueCoercions) != 3 || beats != 1 {
+		t.Errorf("flushes %v, coercions %v, beats %d", testutil.ToFloat64(m.Flushes), testutil.ToFloat64(m.ValueCoercions), beats)
+	}
+}
+
+func TestTakeoverTripsTheBreakerGauge(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	ctx := context.Background()
+	store := memory.New()
+	a, err := manifest.Create(ctx, store, &manifest.Manifest{FormatVersion: manifest.FormatVersion, Tables: map[string]*manifest.Table{}}, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetObserver(m.Manifest())
+	b, err := manifest.Open(ctx, store, manifest.DefaultBreaker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Commit(ctx, func(m *manifest.Manifest) error { m.EndLSN = 10; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Commit(ctx, func(m *manifest.Manifest) error { m.EndLSN = max(m.EndLSN, 5); return nil }); !errors.Is(err, cdc.ErrCASBreaker) {
+		t.Fatalf("commit after a takeover: %v", err)
+	}
+	if got := testutil.ToFloat64(m.BreakerTripped); got != 1 {
+		t.Errorf("cas_breaker_tripped = %v after a takeover", got)
+	}
+}
