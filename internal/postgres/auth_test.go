@@ -270,7 +270,9 @@ func TestTLSClientCertificate(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: DB connection accepted", tc2.name)
 		}
-		t.Logf("%s: %v", tc2.name, err)
+		if IsTransient(err) {
+			t.Errorf("%s: %v is transient", tc2.name, err)
+		}
 		r, err := ConnectReplication(ctx, StaticURL(tc.url(certRole, tc2.query)))
 		if err == nil {
 			closeRepl(t, r)
@@ -283,10 +285,9 @@ func TestTLSClientCertificate(t *testing.T) {
 	other := newTLSFiles(t)
 	q.Set("sslrootcert", writeFile(t, t.TempDir(), "other-ca.crt", other.caCert))
 	_, err = Connect(ctx, StaticURL(tc.url(certRole, q.Encode())))
-	if err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("server certificate from an unknown CA: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") || IsTransient(err) {
+		t.Errorf("server certificate from an unknown CA: %v (transient %t), want a terminal error", err, IsTransient(err))
 	}
-	t.Logf("unknown CA: %v", err)
 }
 
 // TestPasswordSourcePerConnection: a ConnSpec's URL and password are asked
@@ -384,5 +385,23 @@ func TestPasswordSourcePerConnection(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "password-A") {
 		t.Fatalf("replication error shows the password: %v", err)
+	}
+}
+
+// TestTLSRequiredByTheURL: sslmode=require against a server without TLS
+// (the shared cluster) fails, terminally, and sslmode=disable still works.
+func TestTLSRequiredByTheURL(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	required := strings.Replace(e.url, "sslmode=disable", "sslmode=require", 1)
+	_, err := Connect(ctx, StaticURL(required))
+	if err == nil || !strings.Contains(err.Error(), "server refused TLS connection") || IsTransient(err) {
+		t.Fatalf("sslmode=require without TLS on the server: %v (transient %t), want a terminal refusal", err, IsTransient(err))
+	}
+	if _, err := ConnectReplication(ctx, StaticURL(required)); err == nil || IsTransient(err) {
+		t.Fatalf("replication, sslmode=require without TLS on the server: %v (transient %t)", err, IsTransient(err))
+	}
+	if sslInUse(t, e.db) {
+		t.Fatal("sslmode=disable: pg_stat_ssl.ssl is true")
 	}
 }

@@ -2,7 +2,11 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -114,5 +118,28 @@ func TestConnSpecErrors(t *testing.T) {
 	}.connConfig(ctx)
 	if err == nil || !strings.Contains(err.Error(), "password for db.example.com:5432/app (user pgcdc): no EC2 IMDS role found") {
 		t.Errorf("password error: %v", err)
+	}
+}
+
+// TestTLSSetupErrorsAreTerminal: a certificate that does not verify, or a
+// server that refuses TLS, is configuration; retrying cannot fix it. (The
+// TLS tests meet the unknown CA and the refusal for real.)
+func TestTLSSetupErrorsAreTerminal(t *testing.T) {
+	// As pgconn meets them: the handshake fails inside a socket write, so
+	// the cause arrives wrapped in a net.Error, which alone would say
+	// "transient".
+	inWrite := func(cause error) error {
+		return fmt.Errorf("failed to write startup message: %w", &net.OpError{Op: "write", Net: "tcp", Err: cause})
+	}
+	for _, err := range []error{
+		inWrite(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}),
+		inWrite(x509.UnknownAuthorityError{}), // verify-ca's own check
+		inWrite(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "db.example.com"}),
+		inWrite(x509.CertificateInvalidError{Reason: x509.Expired}),
+		fmt.Errorf("connect: %w", errors.New("server refused TLS connection")),
+	} {
+		if IsTransient(err) {
+			t.Errorf("%v: transient", err)
+		}
 	}
 }

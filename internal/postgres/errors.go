@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -61,8 +63,9 @@ func slotError(pgErr *pgconn.PgError, slot, server string, duringStart bool) err
 // reconnecting): network failures, a closed or reset connection, timeouts, a
 // server that is shutting down, starting up, or out of connection slots.
 // It is false for slot loss and every other *cdc.Error, for authentication
-// and permission errors, for context.Canceled (the caller is stopping), and
-// for any other server error.
+// and permission errors, for TLS setup errors (a server certificate that
+// does not verify, a server without TLS when sslmode requires it), for
+// context.Canceled (the caller is stopping), and for any other server error.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
@@ -90,6 +93,9 @@ func IsTransient(err error) bool {
 		}
 		return false
 	}
+	if tlsSetupError(err) {
+		return false
+	}
 	if errors.Is(err, ErrReplicationEnded) ||
 		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -101,4 +107,20 @@ func IsTransient(err error) bool {
 		return true
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// tlsSetupError reports a TLS failure that is configuration, not the
+// network: a server certificate that does not verify against sslrootcert
+// (or the host name), or a server without TLS when sslmode requires it.
+// Retrying cannot fix either; without this they would pass for network
+// errors, and start would retry a misconfiguration until its budget ran out.
+func tlsSetupError(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) ||
+		errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		// pgconn's startTLS has no sentinel for the server's "N".
+		strings.Contains(err.Error(), "server refused TLS connection")
 }
