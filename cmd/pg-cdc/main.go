@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
 func main() {
@@ -37,6 +38,7 @@ func run(args []string) int {
 	}
 	root.PersistentFlags().StringVarP(&configPath, "config", "c", defaultConfig, "configuration file (default from PGCDC_CONFIG)")
 	root.AddCommand(
+		newPreflightCmd(&configPath),
 		newInitCmd(&configPath),
 		newStartCmd(&configPath),
 		newStatusCmd(&configPath),
@@ -57,7 +59,7 @@ func run(args []string) int {
 	if hint := cdc.HintOf(err); hint != "" {
 		fmt.Fprintf(os.Stderr, "hint: %s\n", hint)
 	}
-	if code == ExitUsage && !errors.As(err, new(usageError)) {
+	if code == ExitUsage && !errors.As(err, new(usageError)) && !errors.Is(err, postgres.ErrPreflight) {
 		// Cobra's own argument errors (unknown command or flag) land here.
 		fmt.Fprintln(os.Stderr, "run 'pg-cdc --help' for usage")
 	}

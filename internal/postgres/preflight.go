@@ -600,7 +600,7 @@ func publicationCheck(f publicationFacts, t PreflightTarget, role string, p Prov
 // further than the manifest.
 func slotCheck(s SlotInfo, t PreflightTarget, database string, p Provider) Check {
 	c := Check{Name: "slot", Status: StatusFail}
-	name := t.Slot
+	name := ident(t.Slot) // for details; fixes quote it as SQL needs
 	state := func() string {
 		active := "inactive"
 		if s.Active {
@@ -620,7 +620,7 @@ func slotCheck(s SlotInfo, t PreflightTarget, database string, p Provider) Check
 			kind = fmt.Sprintf("a %s slot of database %s", s.Plugin, ident(s.Database))
 		}
 		c.Detail = fmt.Sprintf("slot %s is %s, not pg-cdc's (pgoutput, database %s)", name, kind, ident(database))
-		c.Fix = fixSlotForeign(name)
+		c.Fix = fixSlotForeign(t.Slot)
 	case s.Lost():
 		c.Detail = fmt.Sprintf("slot %s is invalidated (wal_status lost): the WAL it needs is gone (start exits 10)", name)
 		c.Fix = fixSlotLost(p)
@@ -630,7 +630,7 @@ func slotCheck(s SlotInfo, t PreflightTarget, database string, p Provider) Check
 		c.Fix = "find the other consumer (each pg-cdc needs its own slot), then " + rebuild
 	case !t.Initialized && s.Active:
 		c.Detail = fmt.Sprintf("slot %s exists and is in use by PID %d, but the sink has no manifest: init refuses it", name, s.ActivePID)
-		c.Fix = fixSlotBusy(name, s.ActivePID)
+		c.Fix = fixSlotBusy(t.Slot, s.ActivePID)
 	case !t.Initialized:
 		c.Status = StatusWarn
 		c.Detail = fmt.Sprintf("slot %s exists but the sink has no manifest: left over from an init that did not finish, init drops it and creates it again (%s)", name, state())
