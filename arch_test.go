@@ -32,6 +32,8 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/replicate", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
 		{pkg: "internal/snapshot", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 		{pkg: "internal/parquetfile", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
+		// The source adapter is a leaf: AWS (IAM tokens) lives in postgres/rdsiam.
+		{pkg: "internal/postgres", forbidden: []string{mod + "internal/config", "github.com/aws/"}},
 	}
 	for _, r := range rules {
 		list, ok := imports[mod+r.pkg]
