@@ -123,6 +123,10 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		return err
 	}
 	defer db.Close()
+	provider, err := db.Provider(ctx, postgres.Provider(cfg.Source.Postgres.Provider))
+	if err != nil {
+		return err
+	}
 	ident, err := db.Identity(ctx)
 	if err != nil {
 		return err
@@ -157,7 +161,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 	if err := repl.StartReplication(ctx, slotName, m.Source.Publication, m.EndLSN); err != nil {
 		return err
 	}
-	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables))
+	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables), "provider", provider)
 
 	svc, err := replicate.New(replicate.Config{
 		Limits: flush.Limits{
