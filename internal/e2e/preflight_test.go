@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/pgtest"
 )
@@ -110,4 +111,22 @@ func TestPreflightPasses(t *testing.T) {
 			t.Errorf("preflight after init lacks %q:\n%s", want, out)
 		}
 	}
+
+	// start names the provider it detected; preflight beside it sees the
+	// slot streamed, and its probe does not disturb the writer.
+	d := e.start()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(d.out.String(), "msg=streaming") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if log := d.out.String(); !strings.Contains(log, "provider=self-managed") {
+		t.Errorf("start does not log provider=self-managed:\n%s", log)
+	}
+	out = e.mustRun("preflight")
+	if !strings.Contains(out, "✓ slot \""+e.slot+"\": active (PID") {
+		t.Errorf("preflight beside start does not see the slot active:\n%s", out)
+	}
+	e.exec(`INSERT INTO keyed VALUES (2, 'b')`)
+	e.waitCaughtUp(60 * time.Second)
+	d.stop()
 }
