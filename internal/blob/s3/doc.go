@@ -39,12 +39,20 @@
 //     its own write on the re-read (issue 6, item 6).
 //   - Retries and time. The SDK's standard retryer makes MaxRetries+1
 //     attempts with jittered exponential backoff, for throttling, 5xx and
-//     connection errors, never for 4xx answers such as 412. Every attempt
-//     except a GetObject is bounded by Options.RequestTimeout, request body
-//     included (so that bounds the upload of one part). A GetObject's body
-//     is streamed to the caller, so it is bounded instead by an inactivity
-//     timeout of the same length: a connection that delivers nothing for
-//     that long fails, a slow one that progresses does not.
+//     connection errors (timeouts included), never for 4xx answers such as
+//     412. Every attempt is bounded by Options.RequestTimeout (default 30
+//     s), in one of three ways, so that a request into a blackhole is
+//     abandoned and retried within it:
+//     control requests (the manifest's conditional PutObject, GetObject's
+//     headers, List, Delete, Create/Complete/AbortMultipartUpload) take at
+//     most that long in all; a GetObject's body is streamed to the caller,
+//     so it fails when nothing arrives for that long; an upload of a data
+//     file (PutObject, UploadPart; each at most PartSize bytes) fails when
+//     it makes no progress for that long: no byte of the body written, none
+//     acknowledged by the store (read from the socket's send queue on
+//     Linux) and none of the answer received (progress.go). A part on a
+//     slow link therefore never fails for being slow, only for stalling;
+//     a bound on its whole length would have to assume a minimum speed.
 //   - Checksums. By default the SDK sends checksums only where S3 requires
 //     them (RequestChecksumCalculation and ResponseChecksumValidation
 //     WhenRequired), because several S3-compatible stores reject the

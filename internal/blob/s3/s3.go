@@ -38,7 +38,11 @@ const (
 	// DefaultConcurrency is the number of parts of one Put in flight.
 	DefaultConcurrency = 4
 	// DefaultRequestTimeout bounds one attempt of a request; see doc.go.
-	DefaultRequestTimeout = 2 * time.Minute
+	// Well under a minute, so that a request into a blackhole is abandoned
+	// and retried while a short outage lasts; well over what a healthy
+	// store needs for any request but an upload, which it bounds by
+	// progress instead.
+	DefaultRequestTimeout = 30 * time.Second
 	// defaultRegion signs requests to a custom endpoint when no region is
 	// configured anywhere; S3-compatible stores accept any region or this
 	// one.
@@ -72,7 +76,10 @@ type Options struct {
 	// Concurrency is the number of parts of one Put uploaded at once. Zero
 	// means DefaultConcurrency.
 	Concurrency int
-	// RequestTimeout bounds each attempt of a request (see doc.go). Zero
+	// RequestTimeout bounds each attempt of a request (see doc.go): an
+	// upload (PutObject of a data file, UploadPart) fails when it makes no
+	// progress for this long, a download when nothing arrives for this
+	// long, and any other request when it takes this long in all. Zero
 	// means DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// Checksums sends a CRC32 checksum with every upload and validates the
@@ -158,10 +165,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("s3 sink: AWS configuration has HTTP client %T, want the SDK's buildable client", cfg.HTTPClient)
 	}
-	// Every attempt but a GetObject is bounded as a whole; a GetObject's
-	// body goes to the caller, so its connection fails on inactivity.
+	// Three clients, one per kind of attempt (doc.go, "Retries and
+	// time"): control requests are bounded as a whole; a GetObject's body
+	// goes to the caller, so its connection fails on inactivity; an upload
+	// fails when it stops making progress (progress.go).
 	cfg.HTTPClient = base.WithTimeout(opts.RequestTimeout)
 	streamingClient := base.WithReadTimeout(opts.RequestTimeout)
+	uploadClient := base.WithTransportOptions(progressTimeouts(opts.RequestTimeout))
 
 	checksums := aws.RequestChecksumCalculationWhenRequired
 	validation := aws.ResponseChecksumValidationWhenRequired
@@ -180,20 +190,37 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		// skipped one.
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	s := newStore(client, opts, checksums)
+	s := newStore(client, func(o *s3.Options) { o.HTTPClient = uploadClient }, opts, checksums)
 	s.streaming = func(o *s3.Options) { o.HTTPClient = streamingClient }
 	return s, nil
 }
 
-// newStore builds the Store around c; opts has its defaults.
-func newStore(c api, opts Options, checksums aws.RequestChecksumCalculation) *Store {
+// uploadAPI sends the uploads of data files (the transfer manager's
+// PutObject and UploadPart calls) through the upload client; every other
+// call keeps the client's own.
+type uploadAPI struct {
+	api
+	upload func(*s3.Options)
+}
+
+func (u uploadAPI) PutObject(ctx context.Context, in *s3.PutObjectInput, optFns ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	return u.api.PutObject(ctx, in, append(optFns, u.upload)...)
+}
+
+func (u uploadAPI) UploadPart(ctx context.Context, in *s3.UploadPartInput, optFns ...func(*s3.Options)) (*s3.UploadPartOutput, error) {
+	return u.api.UploadPart(ctx, in, append(optFns, u.upload)...)
+}
+
+// newStore builds the Store around c; upload is applied to the calls that
+// upload data files. opts has its defaults.
+func newStore(c api, upload func(*s3.Options), opts Options, checksums aws.RequestChecksumCalculation) *Store {
 	root := strings.Trim(opts.Prefix, "/")
 	if root != "" {
 		root += "/"
 	}
 	return &Store{
 		api: c,
-		uploader: transfermanager.New(c, func(o *transfermanager.Options) {
+		uploader: transfermanager.New(uploadAPI{api: c, upload: upload}, func(o *transfermanager.Options) {
 			o.PartSizeBytes = opts.PartSize
 			// Multipart from the first byte past one part. The transfer
 			// manager reads up to the threshold before it decides, and
