@@ -300,6 +300,8 @@ flush:
   interval_sec: 2        # a flush (one epoch) at least every 2 s while changes arrive
 replication:
   standby_interval_sec: 2  # report the confirmed LSN often, so the progress lines show it move
+metrics:
+  listen: 127.0.0.1:0     # /metrics, /livez, /readyz on a free port (logged as metrics_addr)
 log:
   level: info
   format: text

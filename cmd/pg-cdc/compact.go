@@ -16,6 +16,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/metrics"
 )
 
 func newCompactCmd(configPath *string) *cobra.Command {
@@ -99,7 +100,7 @@ func printCompaction(cmd *cobra.Command, results []compact.Result, gc compact.Co
 func runCompactionLoop(ctx context.Context, store interface {
 	blob.Store
 	blob.Conditional
-}, cfg config.Config, log *slog.Logger) {
+}, cfg config.Config, log *slog.Logger, m *metrics.Metrics) {
 	log = log.With("component", "compaction")
 	t := time.NewTicker(cfg.Compaction.Interval)
 	defer t.Stop()
@@ -114,8 +115,23 @@ func runCompactionLoop(ctx context.Context, store interface {
 			log.Error("compaction pass could not read the manifest", "err", err)
 			continue
 		}
-		if _, _, err := compact.Pass(ctx, store, mc, nil, compactOptions(cfg, log), cfg.GC.GracePeriod); err != nil && ctx.Err() == nil {
-			log.Error("compaction pass failed; retrying at the next interval", "err", err)
+		started := time.Now()
+		results, collected, err := compact.Pass(ctx, store, mc, nil, compactOptions(cfg, log), cfg.GC.GracePeriod)
+		if err != nil && ctx.Err() != nil {
+			return
 		}
+		m.CompactionDuration.Observe(time.Since(started).Seconds())
+		for _, r := range results {
+			m.CompactionInputRows.Add(float64(r.Versions))
+			m.CompactionOutputRows.Add(float64(r.Rows))
+		}
+		m.GCDeletedFiles.Add(float64(collected.Retired + collected.Orphans))
+		if err != nil {
+			m.CompactionRuns.WithLabelValues("error").Inc()
+			log.Error("compaction pass failed; retrying at the next interval", "err", err)
+			continue
+		}
+		m.CompactionRuns.WithLabelValues("ok").Inc()
+		m.CompactionLastSuccess.Set(float64(time.Now().Unix()))
 	}
 }

@@ -19,14 +19,24 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/replicate"
 )
 
-// Retry policy for transient failures (connection resets, a restarting
-// PostgreSQL, a slot still held by our own previous, dying session): bounded
-// exponential backoff; a session that made progress resets the budget.
-const (
-	retryFirst    = 500 * time.Millisecond
-	retryMax      = 30 * time.Second
-	retryAttempts = 12
-)
+// retryWait is the backoff before retry number attempt (1, 2, ...) of a
+// session that failed with a transient error (connection resets, a
+// restarting PostgreSQL, a slot still held by our own previous, dying
+// session, a sink request that failed after its own retries):
+// retry.initial_backoff doubled per retry, at most retry.max_backoff. At
+// most retry.max_attempts retries in a row; a session that made progress
+// resets the count.
+func retryWait(r config.RetryConfig, attempt int) time.Duration {
+	wait := r.InitialBackoff
+	for i := 1; i < attempt && wait < r.MaxBackoff; i++ {
+		wait *= 2
+	}
+	return min(wait, r.MaxBackoff)
+}
+
+// sessionSetupTimeout bounds the queries and sign-ins that start a
+// replication session.
+const sessionSetupTimeout = time.Minute
 
 func newStartCmd(configPath *string) *cobra.Command {
 	return &cobra.Command{
@@ -38,10 +48,16 @@ func newStartCmd(configPath *string) *cobra.Command {
 }
 
 func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra.Command) error {
-	store, err := openSink(ctx, cfg)
+	obs, err := startObservability(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	defer obs.stop()
+	opened, err := openSink(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	store := obs.metrics.CountSinkErrors(opened)
 	release, err := lockSink(ctx, store, "start")
 	if err != nil {
 		return err
@@ -60,6 +76,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err := checkOwner(committer.Current(), cfg); err != nil {
 		return err
 	}
+	committer.SetObserver(obs.metrics.Manifest())
 	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Now: time.Now}
 
 	if cfg.Compaction.Interval > 0 {
@@ -69,7 +86,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			runCompactionLoop(cctx, store, cfg, log)
+			runCompactionLoop(cctx, store, cfg, log, obs.metrics)
 		}()
 		defer func() {
 			stopCompaction()
@@ -81,10 +98,11 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err != nil {
 		return err
 	}
+	obs.watchSource(cfg, spec, committer.Current().Source.Slot)
 	attempt := 0
 	for {
 		before := committer.Current().EndLSN
-		err := session(ctx, cfg, spec, log, fc)
+		err := session(ctx, cfg, spec, log, fc, obs)
 		if err == nil {
 			return nil
 		}
@@ -95,11 +113,12 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 			attempt = 0 // the session made progress: this is a new failure
 		}
 		attempt++
-		if attempt > retryAttempts {
-			return fmt.Errorf("%w after %d attempts: %w", cdc.ErrRetriesExhausted, retryAttempts, err)
+		if attempt > cfg.Retry.MaxAttempts {
+			return fmt.Errorf("%w after %d attempts: %w", cdc.ErrRetriesExhausted, cfg.Retry.MaxAttempts, err)
 		}
-		wait := min(retryMax, retryFirst<<min(attempt-1, 10))
+		wait := retryWait(cfg.Retry, attempt)
 		log.Warn("replication session failed; retrying", "err", err, "attempt", attempt, "wait", wait)
+		obs.sessionEnded(err, wait)
 		select {
 		case <-ctx.Done():
 			return nil // stopped while waiting: nothing is buffered, everything durable is confirmed
@@ -116,18 +135,22 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 }
 
 // session runs one replication connection from the manifest's end LSN.
-func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log *slog.Logger, fc *flush.Committer) error {
+func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log *slog.Logger, fc *flush.Committer, obs *observability) error {
 	m := fc.Manifest.Current()
-	db, err := postgres.Connect(ctx, spec)
+	// Setting up talks to the server before any receive deadline applies:
+	// a silent network must fail it, not hang it.
+	sctx, cancelSetup := context.WithTimeout(ctx, sessionSetupTimeout)
+	defer cancelSetup()
+	db, err := postgres.Connect(sctx, spec)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	provider, err := db.Provider(ctx, postgres.Provider(cfg.Source.Postgres.Provider))
+	provider, err := db.Provider(sctx, postgres.Provider(cfg.Source.Postgres.Provider))
 	if err != nil {
 		return err
 	}
-	ident, err := db.Identity(ctx)
+	ident, err := db.Identity(sctx)
 	if err != nil {
 		return err
 	}
@@ -135,33 +158,49 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		return err
 	}
 	slotName := m.Source.Slot
-	slot, err := db.Slot(ctx, slotName)
+	slot, err := db.Slot(sctx, slotName)
 	if err != nil {
 		return err
 	}
 	if err := checkSlot(slotName, slot, m); err != nil {
 		return err
 	}
-	xidRef, err := db.CurrentXID(ctx)
+	xidRef, err := db.CurrentXID(sctx)
 	if err != nil {
 		return err
 	}
 
-	repl, err := postgres.ConnectReplication(ctx, spec)
+	repl, err := postgres.ConnectReplication(sctx, spec)
 	if err != nil {
 		return err
 	}
-	defer repl.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// A clean close writes a Terminate message; on a dead connection
+		// that must not hold up the next session.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		repl.Close(cctx)
+	}()
 	// Where the server is now: a backlog up to here is flushed as soon as it
 	// has been read (replicate.Config.CatchUp).
-	_, serverEnd, err := repl.IdentifySystem(ctx)
+	_, serverEnd, err := repl.IdentifySystem(sctx)
 	if err != nil {
 		return err
 	}
-	if err := repl.StartReplication(ctx, slotName, m.Source.Publication, m.EndLSN); err != nil {
+	// A live walsender sends something at least every half of its
+	// wal_sender_timeout, so silence shorter than that proves nothing.
+	receiveTimeout := time.Duration(cfg.Replication.ReceiveTimeoutSec) * time.Second
+	if wst, err := db.WALSenderTimeout(sctx); err != nil {
+		return err
+	} else if wst > receiveTimeout {
+		receiveTimeout = wst
+	}
+	if err := repl.StartReplication(sctx, slotName, m.Source.Publication, m.EndLSN); err != nil {
 		return err
 	}
 	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables), "provider", provider)
+	obs.health.Connected(true)
+	defer obs.health.Connected(false)
 
 	svc, err := replicate.New(replicate.Config{
 		Limits: flush.Limits{
@@ -176,6 +215,8 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		XIDRef:          xidRef,
 		CatchUp:         serverEnd,
 		Rows:            db,
+		Observer:        obs.replicateObserver(),
+		ReceiveTimeout:  receiveTimeout,
 	}, replSource{repl}, fc, log)
 	if err != nil {
 		return err
@@ -223,7 +264,10 @@ func retryable(err error) bool {
 	if errors.As(err, &terminal) {
 		return false
 	}
-	return errors.As(err, &busy) || errors.Is(err, blob.ErrUnavailable) || postgres.IsTransient(err)
+	// A deadline exceeded is a session setup that got no answer in time
+	// (the caller has already ruled out a stop request).
+	return errors.As(err, &busy) || errors.Is(err, blob.ErrUnavailable) || errors.Is(err, replicate.ErrSilent) ||
+		errors.Is(err, context.DeadlineExceeded) || postgres.IsTransient(err)
 }
 
 // replSource adapts the postgres replication connection to the service's

@@ -16,9 +16,12 @@ type Config struct {
 	Storage     StorageConfig
 	AWS         AWSConfig
 	Flush       FlushConfig
+	Retry       RetryConfig
 	State       StateConfig
 	Compaction  CompactionConfig
 	GC          GCConfig
+	Metrics     MetricsConfig
+	Guardrail   GuardrailConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -94,6 +97,18 @@ type ReplicationConfig struct {
 	// (streamed) transactions held in memory before they spill to
 	// state.path. Default 64 MiB.
 	MemoryBudgetBytes int64
+	// HeartbeatIntervalSec (replication.heartbeat_interval_sec,
+	// PGCDC_REPLICATION_HEARTBEAT_INTERVAL_SEC): while streaming, emit a
+	// non-transactional pg_logical_emit_message this often, so the slot
+	// advances (and freshness shows) on a source with no captured traffic.
+	// Default 0: off.
+	HeartbeatIntervalSec int
+	// ReceiveTimeoutSec (replication.receive_timeout_sec,
+	// PGCDC_REPLICATION_RECEIVE_TIMEOUT_SEC): a replication connection on
+	// which nothing arrives for this long, even after asking the server for
+	// a reply half-way, is dropped and a new session started. Raised to the
+	// server's wal_sender_timeout when that is longer. Default 60.
+	ReceiveTimeoutSec int
 }
 
 // StandbyInterval is StandbyIntervalSec as a duration.
@@ -151,6 +166,17 @@ type StorageConfig struct {
 	// run on a store whose start-up probe shows that it ignores conditional
 	// writes: two writers on one prefix would then go undetected.
 	AcceptSingleWriterRisk bool
+	// RequestTimeoutSec (storage.request_timeout_sec,
+	// PGCDC_STORAGE_REQUEST_TIMEOUT_SEC) bounds one attempt of an S3
+	// request: a data upload or download fails when it makes no progress
+	// for this long, any other request when it takes this long. Default 30.
+	// The GCS client has no such setting (docs/decisions.md).
+	RequestTimeoutSec int
+}
+
+// RequestTimeout is RequestTimeoutSec as a duration.
+func (s StorageConfig) RequestTimeout() time.Duration {
+	return time.Duration(s.RequestTimeoutSec) * time.Second
 }
 
 // AWSConfig is the "aws" section.
@@ -194,6 +220,25 @@ func (f FlushConfig) DrainTimeout() time.Duration {
 	return time.Duration(f.DrainTimeoutSec) * time.Second
 }
 
+// RetryConfig is the "retry" section: how `start` retries a replication
+// session that failed with a transient error (a connection reset, a
+// restarting PostgreSQL, a sink request that failed after its own
+// retries).
+type RetryConfig struct {
+	// InitialBackoff (retry.initial_backoff, PGCDC_RETRY_INITIAL_BACKOFF) is
+	// the wait before the first retry; each further retry waits twice as
+	// long, up to MaxBackoff. Default 1s.
+	InitialBackoff time.Duration
+	// MaxBackoff (retry.max_backoff, PGCDC_RETRY_MAX_BACKOFF) caps the wait
+	// between retries. Default 30s.
+	MaxBackoff time.Duration
+	// MaxAttempts (retry.max_attempts, PGCDC_RETRY_MAX_ATTEMPTS) is how
+	// many times in a row a failed session is retried; the next failure
+	// exits with "retries exhausted" (3). A session that moved the manifest
+	// starts the count again. Default 10.
+	MaxAttempts int
+}
+
 // StateConfig is the "state" section.
 type StateConfig struct {
 	// Path (state.path, PGCDC_STATE_PATH) is the local working directory:
@@ -229,6 +274,33 @@ type GCConfig struct {
 	// (or, for an upload no manifest ever named, written) this long ago.
 	// It must exceed the longest flush, compaction and reader. Default 1h.
 	GracePeriod time.Duration
+}
+
+// MetricsConfig is the "metrics" section: the HTTP endpoint of start
+// (docs/metrics.md).
+type MetricsConfig struct {
+	// Listen (metrics.listen, PGCDC_METRICS_LISTEN) is the host:port that
+	// serves /metrics, /livez and /readyz. Default "127.0.0.1:9090"; empty
+	// turns the endpoint off; port 0 picks a free port (logged).
+	Listen string
+	// LivenessTimeout (metrics.liveness_timeout,
+	// PGCDC_METRICS_LIVENESS_TIMEOUT): /livez fails (and the systemd
+	// watchdog stops being fed) when the replication loop has not turned
+	// for this long outside a planned retry wait. Default 5m.
+	LivenessTimeout time.Duration
+	// ReadinessMaxLag (metrics.readiness_max_lag,
+	// PGCDC_METRICS_READINESS_MAX_LAG): /readyz fails when the oldest
+	// received change not yet durable is older than this. Default 2m.
+	ReadinessMaxLag time.Duration
+}
+
+// GuardrailConfig is the "guardrail" section: alarms on the source.
+type GuardrailConfig struct {
+	// MaxRetainedWALBytes (guardrail.max_retained_wal_bytes,
+	// PGCDC_GUARDRAIL_MAX_RETAINED_WAL_BYTES): warn, and set
+	// pgcdc_guardrail_retained_wal_exceeded, when the slot pins more WAL
+	// than this on the source. Default 0: off.
+	MaxRetainedWALBytes int64
 }
 
 // Log levels and formats.
@@ -278,10 +350,12 @@ func Default() Config {
 			Slot:               "pg_cdc_slot",
 			StandbyIntervalSec: 10,
 			MemoryBudgetBytes:  64 << 20,
+			ReceiveTimeoutSec:  60,
 		},
 		Init:    InitConfig{ParallelWorkers: 4},
-		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data"},
+		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data", RequestTimeoutSec: 30},
 		AWS:     AWSConfig{MaxRetries: 5},
+		Retry:   RetryConfig{InitialBackoff: time.Second, MaxBackoff: 30 * time.Second, MaxAttempts: 10},
 		Flush: FlushConfig{
 			IntervalSec:         10,
 			MaxRows:             100000,
@@ -297,7 +371,12 @@ func Default() Config {
 			MemoryBudgetBytes: 64 << 20,
 			TargetFileBytes:   256 << 20,
 		},
-		GC:    GCConfig{GracePeriod: time.Hour},
+		GC: GCConfig{GracePeriod: time.Hour},
+		Metrics: MetricsConfig{
+			Listen:          "127.0.0.1:9090",
+			LivenessTimeout: 5 * time.Minute,
+			ReadinessMaxLag: 2 * time.Minute,
+		},
 		Log:   LogConfig{Level: LogLevelInfo, Format: LogFormatText},
 		Types: map[string]string{},
 	}

@@ -42,6 +42,10 @@ flush:
   max_bytes: 2048
   drain_timeout_sec: 7
   parallel_workers: 8
+retry:
+  initial_backoff: 250ms
+  max_backoff: 1m
+  max_attempts: 4
 state:
   path: /var/tmp/pgcdc
 compaction:
@@ -73,14 +77,16 @@ func TestParseFull(t *testing.T) {
 			urlLoaded:   "postgresql://user:s3cr3t@127.0.0.1:5432/app",
 		}},
 		Tables:      TablesConfig{Include: []string{"public.orders", "sales.items"}, Exclude: []string{"public.tmp_*"}},
-		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyIntervalSec: 5, MemoryBudgetBytes: 1 << 20},
+		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyIntervalSec: 5, MemoryBudgetBytes: 1 << 20, ReceiveTimeoutSec: 60},
 		Init:        InitConfig{ParallelWorkers: 2},
-		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc"},
+		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc", RequestTimeoutSec: 30},
 		AWS:         AWSConfig{MaxRetries: 5},
+		Retry:       RetryConfig{InitialBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute, MaxAttempts: 4},
 		Flush:       FlushConfig{IntervalSec: 3, MaxRows: 500, MaxBytes: 2048, DrainTimeoutSec: 7, ParallelWorkers: 8, CASBreakerThreshold: 10, CASBreakerWindowSec: 60},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
 		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
 		GC:          GCConfig{GracePeriod: 2 * time.Hour},
+		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -118,6 +124,10 @@ func TestDefaults(t *testing.T) {
 		{"init workers", d.Init.ParallelWorkers, 4},
 		{"storage type", d.Storage.Type, "filesystem"},
 		{"storage path", d.Storage.Path, "./pgcdc-data"},
+		{"request timeout", d.Storage.RequestTimeout(), 30 * time.Second},
+		{"retry backoff", d.Retry.InitialBackoff, time.Second},
+		{"retry max backoff", d.Retry.MaxBackoff, 30 * time.Second},
+		{"retry attempts", d.Retry.MaxAttempts, 10},
 		{"flush interval", d.Flush.IntervalSec, 10},
 		{"flush rows", d.Flush.MaxRows, 100000},
 		{"flush bytes", d.Flush.MaxBytes, int64(134217728)},
@@ -370,15 +380,18 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 	if !reflect.DeepEqual(c, Config{
 		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Provider: "v", Schemas: []string{"1"}, IAMAuth: true, Region: "v"}},
 		Tables:      TablesConfig{Include: []string{"1"}, Exclude: []string{"1"}},
-		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1},
+		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1, HeartbeatIntervalSec: 1, ReceiveTimeoutSec: 1},
 		Init:        InitConfig{ParallelWorkers: 1},
 		Storage: StorageConfig{Type: "v", Path: "v", Bucket: "v", Prefix: "v", Region: "v", Endpoint: "v",
-			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true},
+			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true, RequestTimeoutSec: 1},
 		AWS:        AWSConfig{MaxRetries: 1},
+		Retry:      RetryConfig{InitialBackoff: time.Second, MaxBackoff: time.Second, MaxAttempts: 1},
 		Flush:      FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1, CASBreakerThreshold: 1, CASBreakerWindowSec: 1},
 		State:      StateConfig{Path: "v"},
 		Compaction: CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
 		GC:         GCConfig{GracePeriod: time.Second},
+		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
+		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
 		Log:        LogConfig{Level: "v", Format: "v"},
 		Types:      map[string]string{"s.t.c": "v"},
 	}) {
@@ -508,6 +521,7 @@ storage:
   endpoint: http://127.0.0.1:7070
   force_path_style: true
   accept_single_writer_risk: false
+  request_timeout_sec: 5
 aws:
   max_retries: 7
 `), "f.yml", nil)
@@ -515,7 +529,7 @@ aws:
 		t.Fatal(err)
 	}
 	want := StorageConfig{Type: "s3", Path: "./pgcdc-data", Bucket: "lake", Prefix: "cdc/app", Region: "eu-west-1",
-		Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true}
+		Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true, RequestTimeoutSec: 5}
 	if c.Storage != want || c.AWS.MaxRetries != 7 {
 		t.Fatalf("got %+v %+v", c.Storage, c.AWS)
 	}

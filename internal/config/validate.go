@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"net/url"
 	"path"
 	"slices"
@@ -111,6 +112,7 @@ func (c Config) Validate() error {
 		{"flush.interval_sec", c.Flush.IntervalSec},
 		{"flush.drain_timeout_sec", c.Flush.DrainTimeoutSec},
 		{"flush.cas_breaker_window_sec", c.Flush.CASBreakerWindowSec},
+		{"storage.request_timeout_sec", c.Storage.RequestTimeoutSec},
 	}
 	for _, s := range seconds {
 		switch {
@@ -130,6 +132,7 @@ func (c Config) Validate() error {
 		{"flush.max_bytes", c.Flush.MaxBytes},
 		{"flush.parallel_workers", int64(c.Flush.ParallelWorkers)},
 		{"flush.cas_breaker_threshold", int64(c.Flush.CASBreakerThreshold)},
+		{"retry.max_attempts", int64(c.Retry.MaxAttempts)},
 		{"compaction.memory_budget_bytes", c.Compaction.MemoryBudgetBytes},
 		{"compaction.target_file_bytes", c.Compaction.TargetFileBytes},
 	}
@@ -147,6 +150,26 @@ func (c Config) Validate() error {
 	}
 	if c.GC.GracePeriod <= 0 {
 		bad("gc.grace_period", "must be > 0 (and longer than any flush, compaction or reader), got %s", c.GC.GracePeriod)
+	}
+	if c.Replication.ReceiveTimeoutSec <= 0 {
+		bad("replication.receive_timeout_sec", "must be > 0, got %d", c.Replication.ReceiveTimeoutSec)
+	}
+	if c.Replication.HeartbeatIntervalSec < 0 {
+		bad("replication.heartbeat_interval_sec", "must be 0 (off) or positive, got %d", c.Replication.HeartbeatIntervalSec)
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", "must be host:port (or empty for off), got %q", c.Metrics.Listen)
+		}
+	}
+	if c.Metrics.LivenessTimeout <= 0 {
+		bad("metrics.liveness_timeout", "must be > 0, got %s", c.Metrics.LivenessTimeout)
+	}
+	if c.Metrics.ReadinessMaxLag <= 0 {
+		bad("metrics.readiness_max_lag", "must be > 0, got %s", c.Metrics.ReadinessMaxLag)
+	}
+	if c.Guardrail.MaxRetainedWALBytes < 0 {
+		bad("guardrail.max_retained_wal_bytes", "must be 0 (off) or positive, got %d", c.Guardrail.MaxRetainedWALBytes)
 	}
 
 	switch c.Storage.Type {
@@ -169,6 +192,12 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("storage.type", "unknown sink type %q; want %q, %q or %q", c.Storage.Type, StorageFilesystem, StorageS3, StorageGCS)
+	}
+	switch {
+	case c.Retry.InitialBackoff <= 0:
+		bad("retry.initial_backoff", "must be > 0, got %s", c.Retry.InitialBackoff)
+	case c.Retry.MaxBackoff < c.Retry.InitialBackoff:
+		bad("retry.max_backoff", "must be at least retry.initial_backoff (%s), got %s", c.Retry.InitialBackoff, c.Retry.MaxBackoff)
 	}
 	if c.AWS.MaxRetries < 0 || c.AWS.MaxRetries > 100 {
 		bad("aws.max_retries", "want 0 to 100, got %d", c.AWS.MaxRetries)

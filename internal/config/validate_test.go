@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func valid() Config {
@@ -58,6 +59,10 @@ func TestValidateErrors(t *testing.T) {
 		{"url bad escape", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p%zzw@h/db" }, "source.postgres.url: not a valid URL: a bad %-escape"},
 		{"url hash", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p#w@h/db" }, `source.postgres.url: contains "#"`},
 		{"schemas empty", func(c *Config) { c.Source.Postgres.Schemas = nil }, "source.postgres.schemas: must name at least one schema"},
+		{"request timeout zero", func(c *Config) { c.Storage.RequestTimeoutSec = 0 }, "storage.request_timeout_sec: must be > 0, got 0"},
+		{"retry backoff zero", func(c *Config) { c.Retry.InitialBackoff = 0 }, "retry.initial_backoff: must be > 0, got 0s"},
+		{"retry max below initial", func(c *Config) { c.Retry.MaxBackoff = 500 * time.Millisecond }, "retry.max_backoff: must be at least retry.initial_backoff (1s), got 500ms"},
+		{"retry attempts zero", func(c *Config) { c.Retry.MaxAttempts = 0 }, "retry.max_attempts: must be > 0, got 0"},
 		{"provider unknown", func(c *Config) { c.Source.Postgres.Provider = "RDS" }, `source.postgres.provider: want auto, self-managed, rds or aurora, got "RDS"`},
 		{"provider empty", func(c *Config) { c.Source.Postgres.Provider = "" }, `source.postgres.provider: want auto`},
 		{"schema empty string", func(c *Config) { c.Source.Postgres.Schemas = []string{""} }, "source.postgres.schemas[0]: must not be empty"},

@@ -92,6 +92,12 @@ type envOptions struct {
 	s3Via func(endpoint string) string
 }
 
+// quietMetrics gives every pg-cdc process a free port for its metrics
+// endpoint: tests run several at once, and the default port may be taken.
+// A test that scrapes finds the port in the log (metrics_addr); a later
+// PGCDC_METRICS_LISTEN in extraEnv wins.
+const quietMetrics = "PGCDC_METRICS_LISTEN=127.0.0.1:0"
+
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	cluster := opts.cluster
@@ -179,7 +185,7 @@ func (e *env) runWith(config string, args ...string) (int, string) {
 func (e *env) runEnv(config string, extraEnv []string, args ...string) (int, string) {
 	e.t.Helper()
 	cmd := exec.Command(binary, append([]string{"-c", config}, args...)...)
-	cmd.Env = append(append(os.Environ(), e.procEnv...), extraEnv...)
+	cmd.Env = append(append(append(os.Environ(), quietMetrics), e.procEnv...), extraEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -244,7 +250,7 @@ func (e *env) startCommand(extraEnv []string, args ...string) *daemon {
 	cmd := exec.Command(binary, append([]string{"-c", e.config}, args...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(append(os.Environ(), e.procEnv...), extraEnv...)
+	cmd.Env = append(append(append(os.Environ(), quietMetrics), e.procEnv...), extraEnv...)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start pg-cdc %v: %v", args, err)
 	}

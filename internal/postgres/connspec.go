@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,6 +36,10 @@ type ConnSpec struct {
 	Password func(ctx context.Context, host string, port uint16, user string) (string, error)
 }
 
+// defaultConnectTimeout bounds a connection attempt (TCP, TLS and sign-in)
+// whose URL sets no connect_timeout.
+const defaultConnectTimeout = 30 * time.Second
+
 // StaticURL is a ConnSpec for a URL that does not change: tests and tools.
 func StaticURL(url string) ConnSpec {
 	return ConnSpec{URL: func(context.Context) (string, error) { return url, nil }}
@@ -56,6 +61,12 @@ func (s ConnSpec) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
 		return nil, parseError(err)
 	}
 	applySessionParams(&cfg.Config)
+	if cfg.ConnectTimeout == 0 {
+		// Without connect_timeout in the URL a sign-in into a silent
+		// network (a blackholed route, a proxy that stopped forwarding)
+		// would wait forever; libpq's own default is no better.
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
 	if s.Password != nil {
 		if err := passwordSafe(&cfg.Config); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -94,4 +95,18 @@ func (db *DB) EmitHeartbeat(ctx context.Context) (cdc.LSN, error) {
 		return 0, errors.Join(fmt.Errorf("emit heartbeat on %s", db.server), err)
 	}
 	return lsn, nil
+}
+
+// WALSenderTimeout reads wal_sender_timeout (zero when disabled). A live
+// walsender sends a keepalive at least every half of it, whatever it is
+// busy with, so a client may call a connection dead after that long.
+func (db *DB) WALSenderTimeout(ctx context.Context) (time.Duration, error) {
+	var ms int64
+	err := db.with(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, `SELECT setting::int8 FROM pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read wal_sender_timeout on %s: %w", db.server, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -89,6 +89,7 @@ func manifestTable(name string, oid uint32) *manifest.Table {
 // status is one SendStatus call, with what the sink held at that moment.
 type status struct {
 	pos         cdc.LSN
+	reply       bool // a reply was requested (a ping)
 	manifestEnd cdc.LSN
 	epoch       uint64
 	// problem is set when the manifest could not be read, or names a file
@@ -111,6 +112,9 @@ type fakeSource struct {
 	timeouts int   // Receive calls that ended at their deadline
 	statuses []status
 	wake     chan struct{}
+	// answerPings makes SendStatus with reply queue a keepalive, as a live
+	// walsender does.
+	answerPings bool
 }
 
 func newFakeSource(store *memory.Store) *fakeSource {
@@ -172,8 +176,14 @@ func (s *fakeSource) Receive(ctx context.Context) (Message, error) {
 	}
 }
 
-func (s *fakeSource) SendStatus(_ context.Context, pos cdc.LSN, _ bool) error {
-	st := status{pos: pos}
+func (s *fakeSource) SendStatus(_ context.Context, pos cdc.LSN, reply bool) error {
+	st := status{pos: pos, reply: reply}
+	s.mu.Lock()
+	answer := reply && s.answerPings
+	s.mu.Unlock()
+	if answer {
+		defer s.push(Message{Keepalive: true, ServerWALEnd: pos})
+	}
 	m, _, err := manifest.Load(context.Background(), s.store)
 	if err != nil {
 		st.problem = fmt.Sprintf("read manifest: %v", err)
@@ -238,6 +248,10 @@ type options struct {
 	drain   time.Duration
 	budget  int64
 	catchUp cdc.LSN // Config.CatchUp
+	// receiveTimeout is Config.ReceiveTimeout; answerPings makes the source
+	// answer reply requests.
+	receiveTimeout time.Duration
+	answerPings    bool
 }
 
 // harness runs one Service over a fakeSource and a memory sink.
@@ -291,6 +305,7 @@ func start(t *testing.T, o options) *harness {
 	log := slog.New(slog.DiscardHandler)
 	fc := &flush.Committer{Store: sink, Manifest: mc, Workers: 2, Now: time.Now}
 	src := newFakeSource(store)
+	src.answerPings = o.answerPings
 	svc, err := New(Config{
 		Limits:          o.limits,
 		StandbyInterval: o.standby,
@@ -299,6 +314,7 @@ func start(t *testing.T, o options) *harness {
 		MemoryBudget:    o.budget,
 		XIDRef:          500,
 		CatchUp:         o.catchUp,
+		ReceiveTimeout:  o.receiveTimeout,
 	}, src, fc, log)
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,17 @@ type Config struct {
 	Rows RowReader
 	// Observer receives metrics and health signals (optional).
 	Observer Observer
+	// ReceiveTimeout ends the session with ErrSilent when nothing has
+	// arrived for this long (zero: never). Half-way through, the service
+	// asks the server for a reply, which a live walsender sends at once; so
+	// only a dead or blackholed connection stays silent.
+	ReceiveTimeout time.Duration
 }
+
+// ErrSilent: the replication connection stayed silent past
+// Config.ReceiveTimeout, even though a reply was asked for. A new session
+// is the remedy; nothing received since the last flush was confirmed.
+var ErrSilent = errors.New("replication connection silent")
 
 // maxWait bounds one receive so that stop requests and timers are noticed.
 const maxWait = 200 * time.Millisecond
@@ -68,6 +78,8 @@ type Service struct {
 	xidRef     cdc.XID
 	lastStatus time.Time
 	lastIdle   time.Time
+	heardAt    time.Time // last message received, or the end of the last pause in reading
+	pingedAt   time.Time // when a reply was requested since heardAt, or zero
 	catchUp    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
 	backlog    bool    // a transaction committed before catchUp was received
 
@@ -141,6 +153,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// I/O runs on a context that outlives the stop request, so that the
 	// drain can still read, write and confirm.
 	ioCtx := context.WithoutCancel(ctx)
+	s.heardAt = s.now()
 	var (
 		stopBy time.Time
 		rctx   receiveCtx
@@ -163,10 +176,14 @@ func (s *Service) Run(ctx context.Context) error {
 		msg, err := s.src.Receive(rctx.get(ioCtx, s.nextWake()))
 		switch {
 		case err == nil:
+			s.heardAt, s.pingedAt = s.now(), time.Time{}
 			if err := s.handle(ioCtx, msg); err != nil {
 				return err
 			}
 		case errors.Is(err, context.DeadlineExceeded):
+			if err := s.checkSilence(ioCtx); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("receive: %w", err)
 		}
@@ -197,6 +214,39 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		s.report()
 	}
+}
+
+// checkSilence asks for a reply half-way through Config.ReceiveTimeout and
+// gives up at its end.
+func (s *Service) checkSilence(ctx context.Context) error {
+	if s.cfg.ReceiveTimeout <= 0 {
+		return nil
+	}
+	if s.heardAt.IsZero() {
+		s.heardAt = s.now()
+	}
+	now := s.now()
+	quiet := now.Sub(s.heardAt)
+	switch {
+	case quiet >= s.cfg.ReceiveTimeout && !s.pingedAt.IsZero():
+		return fmt.Errorf("%w: nothing received for %s, not even the reply asked for %s ago",
+			ErrSilent, quiet.Round(time.Millisecond), now.Sub(s.pingedAt).Round(time.Millisecond))
+	case quiet >= s.cfg.ReceiveTimeout/2 && s.pingedAt.IsZero():
+		s.pingedAt = now
+		return s.sendStatus(ctx, true)
+	}
+	return nil
+}
+
+// silenceDeadline is when checkSilence next has something to do, or zero.
+func (s *Service) silenceDeadline() time.Time {
+	if s.cfg.ReceiveTimeout <= 0 || s.heardAt.IsZero() {
+		return time.Time{}
+	}
+	if s.pingedAt.IsZero() {
+		return s.heardAt.Add(s.cfg.ReceiveTimeout / 2)
+	}
+	return s.heardAt.Add(s.cfg.ReceiveTimeout)
 }
 
 // receiveCtx hands out the context of a receive. One context serves until
@@ -262,6 +312,9 @@ func (s *Service) nextWake() time.Time {
 			wake = t
 		}
 	}
+	if t := s.silenceDeadline(); !t.IsZero() && t.Before(wake) {
+		wake = t
+	}
 	if !wake.After(now) {
 		wake = now.Add(time.Millisecond)
 	}
@@ -293,6 +346,7 @@ func (s *Service) flush(ctx context.Context, reason flush.Reason) error {
 		return err
 	}
 	took := s.now().Sub(started)
+	s.heardAt = s.now() // the server is not to blame for the time we did not read
 	if s.serverEnd > res.Durable.EndLSN {
 		// The server had more to send while the loop was not reading.
 		s.obs.Stalled(took)

@@ -326,6 +326,8 @@ flush:
   interval_sec: %d
 state:
   path: %q
+metrics:
+  listen: 127.0.0.1:0
 `, h.cluster.URL(db), slot, h.o.flushSec, r.sink, h.o.flushSec, filepath.Join(dir, "state"))
 	return r, os.WriteFile(r.config, []byte(cfg), 0o644)
 }
