@@ -33,6 +33,7 @@ type observability struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	health  *health.Tracker
+	systemd *systemd
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -48,8 +49,17 @@ func startObservability(ctx context.Context, cfg config.Config, log *slog.Logger
 		log:     log,
 		metrics: metrics.New(reg, version),
 		health:  health.New(time.Now, cfg.Metrics.LivenessTimeout, cfg.Metrics.ReadinessMaxLag),
+		systemd: newSystemd(log),
 	}
 	o.ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	o.wg.Go(func() { o.systemd.RunWatchdog(o.ctx, func() bool { return o.health.Status().Alive }) })
+	o.wg.Go(func() {
+		select {
+		case <-ctx.Done(): // the stop request: the drain begins
+			o.systemd.Stopping()
+		case <-o.ctx.Done():
+		}
+	})
 	if cfg.Metrics.Listen == "" {
 		return o, nil
 	}
@@ -91,8 +101,20 @@ func (l lagGauge) Set(v float64) {
 	l.h.Lag(time.Duration(v * float64(time.Second)))
 }
 
+// ready tells systemd that start-up is done: the sink and the manifest
+// checked out. It does not wait for PostgreSQL, so a source outage at boot
+// is retried under a started unit rather than timing the start out.
+func (o *observability) ready() { o.systemd.Ready() }
+
+// streaming records a session that streams.
+func (o *observability) streaming(slot string, from cdc.LSN) {
+	o.health.Connected(true)
+	o.systemd.Status(fmt.Sprintf("streaming slot %s from %s", slot, from))
+}
+
 // sessionEnded records a failed session that start will retry after wait.
 func (o *observability) sessionEnded(err error, wait time.Duration) {
+	o.systemd.Status(fmt.Sprintf("retrying in %s after: %v", wait, err))
 	o.health.Failed(err)
 	o.health.Waiting(time.Now().Add(wait))
 	o.metrics.Reconnects.Inc()

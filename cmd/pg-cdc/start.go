@@ -99,6 +99,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		return err
 	}
 	obs.watchSource(cfg, spec, committer.Current().Source.Slot)
+	obs.ready()
 	attempt := 0
 	for {
 		before := committer.Current().EndLSN
@@ -199,7 +200,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		return err
 	}
 	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables), "provider", provider)
-	obs.health.Connected(true)
+	obs.streaming(slotName, m.EndLSN)
 	defer obs.health.Connected(false)
 
 	svc, err := replicate.New(replicate.Config{
