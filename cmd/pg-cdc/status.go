@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,8 @@ import (
 )
 
 func newStatusCmd(configPath *string) *cobra.Command {
-	return &cobra.Command{
+	var rateWindow time.Duration
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the slot, the manifest and per-table counts",
 		Args:  cobra.NoArgs,
@@ -50,6 +52,13 @@ func newStatusCmd(configPath *string) *cobra.Command {
 				return err
 			}
 			printSlot(out, cfg.Replication.Slot, slot, m)
+			if slot.Exists && rateWindow > 0 {
+				f, err := forecastSlot(ctx, db, cfg.Replication.Slot, rateWindow)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "           %s\n", f)
+			}
 			if m == nil {
 				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", sinkName(cfg))
 				return nil
@@ -57,6 +66,45 @@ func newStatusCmd(configPath *string) *cobra.Command {
 			printManifest(out, m, time.Now())
 			return nil
 		},
+	}
+	cmd.Flags().DurationVar(&rateWindow, "wal-rate-window", 2*time.Second,
+		"measure the source's WAL rate over this long to forecast when the slot would be invalidated (0: skip)")
+	return cmd
+}
+
+// forecastSlot measures the WAL rate over window and says how long the
+// slot would survive at that rate if nothing confirmed it any more: the
+// time until max_slot_wal_keep_size invalidates it.
+func forecastSlot(ctx context.Context, db *postgres.DB, slot string, window time.Duration) (string, error) {
+	first, err := db.SourceHealth(ctx, slot)
+	if err != nil {
+		return "", err
+	}
+	started := time.Now()
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(window):
+	}
+	second, err := db.SourceHealth(ctx, slot)
+	if err != nil {
+		return "", err
+	}
+	rate := float64(second.CurrentLSN-min(first.CurrentLSN, second.CurrentLSN)) / time.Since(started).Seconds()
+	return slotForecast(second.SafeWALSize, rate, window), nil
+}
+
+// slotForecast words the invalidation forecast.
+func slotForecast(safeSize int64, rate float64, window time.Duration) string {
+	measured := fmt.Sprintf("WAL rate %s/s over %s", humanBytes(int64(rate)), window)
+	switch eta := invalidationETA(safeSize, rate); {
+	case safeSize < 0:
+		return measured + "; no max_slot_wal_keep_size: the slot is never invalidated, retained WAL grows until the source's disk fills"
+	case eta < 0:
+		return fmt.Sprintf("%s; %s of WAL left before max_slot_wal_keep_size invalidates the slot", measured, humanBytes(safeSize))
+	default:
+		return fmt.Sprintf("%s; at this rate the slot would be invalidated in %s (%s left) if nothing confirmed it",
+			measured, (time.Duration(eta) * time.Second).Round(time.Second), humanBytes(safeSize))
 	}
 }
 

@@ -62,3 +62,20 @@ func TestPrintManifestCompaction(t *testing.T) {
 		}
 	}
 }
+
+func TestSlotForecast(t *testing.T) {
+	for _, c := range []struct {
+		safe int64
+		rate float64
+		want string
+	}{
+		{-1, 1 << 20, "never invalidated"},
+		{1 << 30, 0, "1.0 GiB of WAL left"},
+		{1 << 30, 1 << 20, "invalidated in 17m4s (1.0 GiB left)"},
+	} {
+		got := slotForecast(c.safe, c.rate, 2*time.Second)
+		if !strings.Contains(got, c.want) {
+			t.Errorf("slotForecast(%d, %v) = %q, want it to contain %q", c.safe, c.rate, got, c.want)
+		}
+	}
+}
