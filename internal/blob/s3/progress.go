@@ -47,13 +47,14 @@ func progressTimeouts(timeout time.Duration) func(*http.Transport) {
 // deadline; a slow store that keeps reading never makes one wait so long.
 //
 // Reads (the answer, which the HTTP transport waits for from the moment
-// the request goes out): a read that gets nothing for timeout fails,
-// unless the request made progress meanwhile. The last megabytes of a body
-// can sit in the socket buffers long after the last write returned, so
-// progress also counts the store acknowledging them: on Linux the bytes
-// still unacknowledged (SIOCOUTQ) are compared with the last look.
-// Elsewhere only writes count, so the answer must begin within timeout of
-// the last write.
+// the request goes out): a read fails once the connection has made no
+// progress for timeout: no write, no byte read, and no byte of the send
+// queue acknowledged by the store. The last megabytes of a body can sit in
+// the socket buffers long after the last write returned; on Linux the
+// bytes still unacknowledged (SIOCOUTQ) are looked at every quarter of the
+// timeout while a read waits, so the store taking them counts, seen at
+// most a quarter of the timeout late. Elsewhere only writes and reads
+// count, so the answer must begin within timeout of the last write.
 //
 // The HTTP transport reads on a pooled connection while it is idle too;
 // such a connection is closed after timeout, which only costs a new
@@ -62,11 +63,13 @@ type progressConn struct {
 	net.Conn
 	timeout time.Duration
 	raw     syscall.RawConn // nil: the send queue cannot be read
-	// lastWrite is when a piece of a write last started or ended (unix
-	// nanoseconds); unacked is the send queue's length at the last look
-	// (-1: unknown). Writes and reads run on different goroutines.
-	lastWrite atomic.Int64
-	unacked   atomic.Int64
+	// progress is when the connection last moved (unix nanoseconds): a
+	// piece of a write started or ended, a read got bytes, or the send
+	// queue was seen shorter. unacked is the send queue's length at the
+	// last look (-1: unknown). Writes and reads run on different
+	// goroutines.
+	progress atomic.Int64
+	unacked  atomic.Int64
 }
 
 func newProgressConn(c net.Conn, timeout time.Duration) *progressConn {
@@ -76,7 +79,7 @@ func newProgressConn(c net.Conn, timeout time.Duration) *progressConn {
 			pc.raw = raw
 		}
 	}
-	pc.lastWrite.Store(time.Now().UnixNano())
+	pc.progress.Store(time.Now().UnixNano())
 	pc.unacked.Store(-1)
 	return pc
 }
@@ -85,13 +88,13 @@ func (c *progressConn) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		piece := p[:min(len(p), writeChunk)]
-		c.lastWrite.Store(time.Now().UnixNano())
+		c.progress.Store(time.Now().UnixNano())
 		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
 			return written, err
 		}
 		n, err := c.Conn.Write(piece)
 		written += n
-		c.lastWrite.Store(time.Now().UnixNano())
+		c.progress.Store(time.Now().UnixNano())
 		if err != nil {
 			return written, err
 		}
@@ -103,23 +106,36 @@ func (c *progressConn) Write(p []byte) (int, error) {
 
 func (c *progressConn) Read(p []byte) (int, error) {
 	for {
-		if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		// Wake at the end of the progress window, or earlier to look at
+		// the send queue.
+		last := time.Unix(0, c.progress.Load())
+		deadline := last.Add(c.timeout)
+		if look := time.Now().Add(c.timeout / 4); c.raw != nil && look.Before(deadline) {
+			deadline = look
+		}
+		if err := c.Conn.SetReadDeadline(deadline); err != nil {
 			return 0, err
 		}
 		n, err := c.Conn.Read(p)
-		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !c.progressed() {
+		if n > 0 {
+			c.progress.Store(time.Now().UnixNano())
+		}
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if c.acknowledged() {
+			c.progress.Store(time.Now().UnixNano())
+			continue
+		}
+		if time.Since(time.Unix(0, c.progress.Load())) >= c.timeout {
 			return n, err
 		}
 	}
 }
 
-// progressed reports whether the request moved within the last timeout: a
-// write, or the store acknowledging bytes of the send queue since the last
-// look.
-func (c *progressConn) progressed() bool {
-	if time.Since(time.Unix(0, c.lastWrite.Load())) < c.timeout {
-		return true
-	}
+// acknowledged reports whether the send queue is shorter than at the last
+// look: the store took bytes of the request.
+func (c *progressConn) acknowledged() bool {
 	now := int64(sendQueue(c.raw))
 	before := c.unacked.Swap(now)
 	return now >= 0 && before >= 0 && now < before
