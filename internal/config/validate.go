@@ -344,15 +344,17 @@ func (c Config) IncludeIDs() ([]cdc.TableID, error) {
 const redactedPassword = "xxxxx"
 
 // Redacted returns a copy that is safe to print or log: the password in the
-// source URL (in the user info or a password= query parameter) is replaced
-// by "xxxxx". A URL that does not parse is replaced whole, since where its
-// password sits cannot be known.
+// source URL (in the user info, or a password= or sslpassword= query
+// parameter, the client key's passphrase) and in storage.endpoint's user
+// info is replaced by "xxxxx". A URL that does not parse is replaced whole,
+// since where its password sits cannot be known.
 func (c Config) Redacted() Config {
 	c.Source.Postgres.Schemas = slices.Clone(c.Source.Postgres.Schemas)
 	c.Tables.Include = slices.Clone(c.Tables.Include)
 	c.Tables.Exclude = slices.Clone(c.Tables.Exclude)
 	c.Types = maps.Clone(c.Types)
 	c.Source.Postgres.URL = redactURL(c.Source.Postgres.URL)
+	c.Storage.Endpoint = redactURL(c.Storage.Endpoint)
 	// The template may hold a literal password too; a printed copy never
 	// connects, so it has no use for it.
 	c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
@@ -376,8 +378,12 @@ func redactURL(raw string) string {
 		q, err := url.ParseQuery(u.RawQuery)
 		if err != nil {
 			u.RawQuery = redactedPassword
-		} else if q.Has("password") {
-			q.Set("password", redactedPassword)
+		} else if q.Has("password") || q.Has("sslpassword") {
+			for _, k := range []string{"password", "sslpassword"} {
+				if q.Has(k) {
+					q.Set(k, redactedPassword)
+				}
+			}
 			u.RawQuery = q.Encode()
 		}
 	}
