@@ -49,6 +49,13 @@ type Observer struct {
 type FlushStats struct {
 	Rows, Bytes, Adjusted int64
 	Duration              time.Duration
+	// Epoch is the new epoch and EndLSN the manifest's new end LSN.
+	Epoch  uint64
+	EndLSN cdc.LSN
+	// Txns and Tables count the transactions and the tables written;
+	// Reason is what triggered the flush (flush.Reason).
+	Txns, Tables int
+	Reason       string
 }
 
 type nopGauge struct{}

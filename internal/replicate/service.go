@@ -351,7 +351,8 @@ func (s *Service) flush(ctx context.Context, reason flush.Reason) error {
 		// The server had more to send while the loop was not reading.
 		s.obs.Stalled(took)
 	}
-	s.obs.Flushed(FlushStats{Rows: res.Rows, Bytes: res.Bytes, Adjusted: res.Adjusted, Duration: took})
+	s.obs.Flushed(FlushStats{Rows: res.Rows, Bytes: res.Bytes, Adjusted: res.Adjusted, Duration: took,
+		Epoch: res.Epoch, EndLSN: res.Durable.EndLSN, Txns: p.Txns, Tables: res.Tables, Reason: string(reason)})
 	s.oldestPending = time.Time{}
 	s.setDurable(res.Durable.EndLSN)
 	s.log.Info("flushed epoch", "epoch", res.Epoch, "reason", string(reason), "txns", p.Txns,
