@@ -216,6 +216,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		XIDRef:          xidRef,
 		CatchUp:         serverEnd,
 		Rows:            db,
+		Catalog:         db,
 		Observer:        obs.replicateObserver(),
 		ReceiveTimeout:  receiveTimeout,
 	}, replSource{repl}, fc, log)

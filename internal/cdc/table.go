@@ -68,6 +68,15 @@ type Column struct {
 	// Repr is a representation chosen by a per-column override (the
 	// config's types: section), e.g. "string"; "" is the default mapping.
 	Repr string
+
+	// AttNum is the column's pg_attribute.attnum, which a rename keeps; 0
+	// when unknown.
+	AttNum int
+	// Missing is the text form of the value rows that existed before the
+	// column was added read (pg_attribute.attmissingval: the ADD COLUMN's
+	// DEFAULT, which PostgreSQL applied without rewriting them or writing
+	// WAL); nil reads NULL.
+	Missing *string
 }
 
 // ValueType returns the type OID and typmod the values have: the base type
@@ -86,6 +95,9 @@ type Table struct {
 	Columns         []Column
 	PrimaryKey      []string // column names in key order; empty when the table has none
 	ReplicaIdentity ReplicaIdentity
+	// SchemaVersion is the manifest schema version these columns are; 0
+	// before the table is in a manifest.
+	SchemaVersion int
 }
 
 // InsertOnly reports whether the table is captured without a key: it has no

@@ -3,6 +3,8 @@ package flush
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,18 +65,22 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 	)
 	// Every table must be known before any upload starts, so an error never
 	// returns while uploads are still running.
-	keys := make(map[cdc.TableID]string, len(e.order))
-	for _, id := range e.order {
-		mt := m.Tables[id.String()]
+	// A table written under two schema versions in this epoch has a file
+	// (and a delta entry) per version, numbered in write order.
+	keys := make(map[segment]string, len(e.order))
+	parts := map[cdc.TableID]int{}
+	for _, seg := range e.order {
+		mt := m.Tables[seg.id.String()]
 		if mt == nil {
-			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, id)
+			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, seg.id)
 		}
-		keys[id] = manifest.FileKey(id, mt.Generation, manifest.KindDelta, e.Number, 0)
+		keys[seg] = manifest.FileKey(seg.id, mt.Generation, manifest.KindDelta, e.Number, parts[seg.id])
+		parts[seg.id]++
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, c.Workers))
-	for _, id := range e.order {
-		td, key := e.tables[id], keys[id]
+	for _, seg := range e.order {
+		td, key := e.tables[seg], keys[seg]
 		g.Go(func() error {
 			size, err := td.file.Finish()
 			if err != nil {
@@ -93,6 +99,9 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		return Result{}, fmt.Errorf("flush epoch %d: write delta files: %w", e.Number, err)
 	}
 	failpoint.Inject("flush/after-deltas")
+	// Uploads finish in any order; the manifest lists a table's deltas in
+	// the order they were written (their part numbers).
+	slices.SortFunc(files, func(a, b uploaded) int { return strings.Compare(a.key, b.key) })
 
 	// Step 2: the manifest, with CAS. The mutation is monotonic so that a
 	// conflict retry re-applies it to a fresh manifest safely.
@@ -103,14 +112,31 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		if m.Epoch >= e.Number {
 			return fmt.Errorf("flush epoch %d: another writer committed epoch %d", e.Number, m.Epoch)
 		}
+		// Schema versions first: a delta names the version it was written
+		// with, and both land in this one write.
+		for _, ns := range e.schemas {
+			t := m.Tables[ns.Table.String()]
+			if t == nil {
+				return fmt.Errorf("flush epoch %d: table %s vanished from the manifest", e.Number, ns.Table)
+			}
+			if t.SchemaAt(ns.Version) != nil && ns.Version != 0 {
+				return fmt.Errorf("flush epoch %d: table %s already has schema version %d", e.Number, ns.Table, ns.Version)
+			}
+			t.Schemas = append(t.Schemas, manifest.SchemaVersion{Version: ns.Version, FromEpoch: e.Number, Columns: ns.Columns})
+			t.SchemaVersion = max(t.SchemaVersion, ns.Version)
+		}
 		for _, f := range files {
 			t := m.Tables[f.td.table.ID.String()]
 			if t == nil {
 				return fmt.Errorf("flush epoch %d: table %s vanished from the manifest", e.Number, f.td.table.ID)
 			}
+			version := f.td.table.SchemaVersion
+			if version == 0 {
+				version = t.SchemaVersion
+			}
 			t.Deltas = append(t.Deltas, manifest.Delta{
 				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
-				SchemaVersion:    t.SchemaVersion,
+				SchemaVersion:    version,
 				Files:            []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
 				Adjusted:         f.adjusted,
 				UnrecoveredTOAST: f.td.unrecovered,

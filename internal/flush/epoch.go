@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 	"github.com/pg-cdc/pg-cdc/internal/spool"
 )
@@ -17,13 +18,30 @@ type Epoch struct {
 	dir    string
 	schema func(*cdc.Table) (*parquetfile.Schema, error)
 
-	tables map[cdc.TableID]*tableDelta
-	order  []cdc.TableID // first-write order, for stable logs
+	tables map[segment]*tableDelta
+	order  []segment // first-write order, for stable logs
+	// schemas are the schema versions the stream made in this epoch, to be
+	// committed with its deltas.
+	schemas []NewSchema
 
 	pending       Pending
 	inTxn         bool
 	endLSN        cdc.LSN
 	maxCommitTime time.Time
+}
+
+// segment names the rows of one table written under one schema version: a
+// delta file of its own, since a file has one schema.
+type segment struct {
+	id      cdc.TableID
+	version int
+}
+
+// NewSchema is a schema version of a table that starts in this epoch.
+type NewSchema struct {
+	Table   cdc.TableID
+	Version int
+	Columns []manifest.Column
 }
 
 type tableDelta struct {
@@ -43,13 +61,23 @@ func NewEpoch(number uint64, dir string, schema func(*cdc.Table) (*parquetfile.S
 		Number: number,
 		dir:    filepath.Join(dir, fmt.Sprintf("epoch-%08d", number)),
 		schema: schema,
-		tables: map[cdc.TableID]*tableDelta{},
+		tables: map[segment]*tableDelta{},
 	}
 }
 
+// AddSchema records that table's schema version starts in this epoch; the
+// flush commits it with the epoch's deltas, in the same manifest write.
+func (e *Epoch) AddSchema(table cdc.TableID, columns []manifest.Column, version int) {
+	e.schemas = append(e.schemas, NewSchema{Table: table, Version: version, Columns: columns})
+}
+
+// Schemas returns the schema versions that start in this epoch.
+func (e *Epoch) Schemas() []NewSchema { return e.schemas }
+
 // Write adds one change row of the open transaction.
 func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
-	td := e.tables[c.Table.ID]
+	seg := segment{c.Table.ID, c.Table.SchemaVersion}
+	td := e.tables[seg]
 	if td == nil {
 		s, err := e.schema(c.Table)
 		if err != nil {
@@ -60,8 +88,8 @@ func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
 			return err
 		}
 		td = &tableDelta{table: c.Table, file: f, minLSN: meta.LSN}
-		e.tables[c.Table.ID] = td
-		e.order = append(e.order, c.Table.ID)
+		e.tables[seg] = td
+		e.order = append(e.order, seg)
 	}
 	if err := td.file.Write(meta, c.Values); err != nil {
 		return fmt.Errorf("table %s: %w", c.Table.ID, err)
@@ -78,7 +106,7 @@ func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
 // listed in __unchanged with no earlier version of its key to take it from.
 // The count lands in the delta's manifest entry.
 func (e *Epoch) CountUnrecovered(t *cdc.Table, column string) {
-	td := e.tables[t.ID]
+	td := e.tables[segment{t.ID, t.SchemaVersion}]
 	if td == nil {
 		return // nothing was written for t: nothing to count against
 	}
@@ -107,6 +135,10 @@ func (e *Epoch) CommitTxn(m cdc.TxnMeta, now time.Time) {
 func (e *Epoch) Pending() Pending { return e.pending }
 
 // Empty reports whether the epoch holds no transaction and no open rows.
+//
+// A schema version recorded in an epoch without a transaction (its
+// Relation came in a streamed transaction that aborted) does not make it
+// non-empty: a new session learns it again from the next Relation message.
 func (e *Epoch) Empty() bool { return e.pending.Txns == 0 && !e.inTxn }
 
 // EndLSN is the end LSN of the last transaction the epoch holds.
@@ -118,5 +150,5 @@ func (e *Epoch) Discard() {
 	for _, td := range e.tables {
 		_ = td.file.Remove()
 	}
-	e.tables = map[cdc.TableID]*tableDelta{}
+	e.tables = map[segment]*tableDelta{}
 }

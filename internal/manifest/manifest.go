@@ -116,6 +116,18 @@ type Column struct {
 	// rebuilds its schema from these fields, so it writes exactly the types
 	// the snapshot wrote.
 	Representation string `json:"representation,omitempty"`
+	// AttNum is the column's pg_attribute.attnum (a rename keeps it).
+	// Absent in manifests written before schema evolution: for the columns
+	// of a table's first schema version it equals FieldID, which init took
+	// from attnum.
+	AttNum int `json:"attnum,omitempty"`
+	// MissingValue is, in PostgreSQL's text form, the value that rows
+	// written before the column existed read: the ADD COLUMN's DEFAULT,
+	// which PostgreSQL applied to existing rows without rewriting them or
+	// writing WAL (pg_attribute.attmissingval). Absent: NULL. Readers of the
+	// merged state use it for every row of a file whose schema version does
+	// not have this column's field id.
+	MissingValue *string `json:"missing_value,omitempty"`
 }
 
 // Snapshot records the progress of a table's snapshot.
@@ -270,29 +282,77 @@ func (t *Table) CurrentSchema() *SchemaVersion {
 	return nil
 }
 
+// SchemaAt returns the schema version numbered v, or nil. Version 0 (a
+// snapshot base's) is the table's first version.
+func (t *Table) SchemaAt(v int) *SchemaVersion {
+	if v == 0 && len(t.Schemas) > 0 {
+		return &t.Schemas[0]
+	}
+	for i := range t.Schemas {
+		if t.Schemas[i].Version == v {
+			return &t.Schemas[i]
+		}
+	}
+	return nil
+}
+
+// MaxFieldID is the highest field id any schema version of the table gave a
+// column: a new column takes the next one, so ids are never reused.
+func (t *Table) MaxFieldID() int {
+	n := 0
+	for _, sv := range t.Schemas {
+		for _, c := range sv.Columns {
+			n = max(n, c.FieldID)
+		}
+	}
+	return n
+}
+
 // ID returns the table's id.
 func (t *Table) ID() cdc.TableID { return cdc.TableID{Schema: t.Schema, Name: t.Name} }
 
 // SourceTable returns the table as the capture code sees it: the columns of
 // its current schema version.
 func (t *Table) SourceTable() (*cdc.Table, error) {
-	sv := t.CurrentSchema()
+	return t.SourceTableAt(t.SchemaVersion)
+}
+
+// SourceTableAt returns the table as schema version v describes it.
+func (t *Table) SourceTableAt(v int) (*cdc.Table, error) {
+	sv := t.SchemaAt(v)
 	if sv == nil {
-		return nil, fmt.Errorf("table %s: schema version %d is not in the manifest", t.ID(), t.SchemaVersion)
+		return nil, fmt.Errorf("table %s: schema version %d is not in the manifest", t.ID(), v)
 	}
 	ct := &cdc.Table{
 		ID:              t.ID(),
 		OID:             t.OID,
 		PrimaryKey:      append([]string(nil), t.PrimaryKey...),
 		ReplicaIdentity: cdc.ReplicaIdentity(t.ReplicaIdentity),
+		SchemaVersion:   sv.Version,
 	}
 	for _, c := range sv.Columns {
-		ct.Columns = append(ct.Columns, cdc.Column{
-			Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, PGType: c.PGType,
-			NotNull: !c.Nullable, FieldID: c.FieldID,
-			BaseTypeOID: c.BaseTypeOID, BaseTypeMod: c.BaseTypeMod, ElemTypeOID: c.ElementTypeOID,
-			EnumLabels: append([]string(nil), c.EnumLabels...), Repr: c.Representation,
-		})
+		ct.Columns = append(ct.Columns, c.SourceColumn(sv.Version == t.Schemas[0].Version))
 	}
 	return ct, nil
+}
+
+// SourceColumn returns the column as the capture code sees it. first says
+// whether it belongs to the table's first schema version, whose attnums an
+// older manifest may not record (they equal the field ids there).
+func (c Column) SourceColumn(first bool) cdc.Column {
+	out := cdc.Column{
+		Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod, PGType: c.PGType,
+		NotNull: !c.Nullable, FieldID: c.FieldID,
+		BaseTypeOID: c.BaseTypeOID, BaseTypeMod: c.BaseTypeMod, ElemTypeOID: c.ElementTypeOID,
+		EnumLabels: append([]string(nil), c.EnumLabels...), Repr: c.Representation,
+		AttNum: c.AttNum,
+	}
+	if out.AttNum == 0 && first {
+		out.AttNum = c.FieldID
+	}
+	if c.MissingValue != nil {
+		v := *c.MissingValue
+		out.Missing = &v
+	}
+	return out
 }

@@ -208,6 +208,11 @@ func (b *baseStream) fill() error {
 			return fmt.Errorf("merge %s: read %s: %w", b.r.table.ID, b.key, err)
 		}
 		if n > 0 {
+			if fills := b.r.fills[b.key]; fills != nil {
+				for i := range b.batch[:n] {
+					b.batch[i] = fillRow(b.batch[i], fills)
+				}
+			}
 			b.n = n
 			return nil
 		}

@@ -95,7 +95,10 @@ type Reader struct {
 	it     *extsort.Iterator
 	base   *baseStream // the sorted base read beside the sort, or nil
 
-	baseFiles          map[string]bool // the base's file keys
+	baseFiles map[string]bool // the base's file keys
+	// fills are, per file key, the values of the columns its schema
+	// version lacks (versions.go).
+	fills              map[string]map[int][]parquet.Value
 	truncated          bool
 	truncLSN, truncSeq int64
 	tombstones         bool
@@ -151,6 +154,9 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 	}
 	for _, f := range baseFiles {
 		r.baseFiles[f] = true
+	}
+	if r.fills, err = versionFills(mt, schema, mt.CurrentSchema()); err != nil {
+		return nil, err
 	}
 	for i, c := range table.Columns {
 		r.names[c.Name] = i
@@ -239,7 +245,11 @@ func (r *Reader) load(ctx context.Context, store blob.Store, key string, opts Op
 			return err
 		}
 		n, err := pr.ReadRows(batch)
+		fills := r.fills[key]
 		for _, row := range batch[:n] {
+			if fills != nil {
+				row = fillRow(row, fills)
+			}
 			if err := r.add(row, key, opts); err != nil {
 				return err
 			}

@@ -91,3 +91,36 @@ func RowBytes(row parquet.Row) int {
 	}
 	return n
 }
+
+// ColumnValues converts text, one value of table column i in PostgreSQL's
+// text form (nil: NULL), into the column's leaf values as a row of this
+// schema holds them. Readers use it for a column that a file's schema
+// version lacks: its value for rows written before the column existed
+// (manifest.Column.MissingValue). A value a documented rule changes is
+// returned changed (docs/types.md); malformed text is an error.
+func (s *Schema) ColumnValues(i int, text *string) ([]parquet.Value, error) {
+	leaf := firstDataLeaf + i
+	if text == nil {
+		return []parquet.Value{parquet.NullValue().Level(0, 0, leaf)}, nil
+	}
+	c := &s.cols[i]
+	b := []byte(*text)
+	if c.elem != nil {
+		row, _, _, err := appendList(nil, nil, b, c.elem, leaf)
+		if err != nil {
+			return nil, newValueError(s.table, c, b, err)
+		}
+		return row, nil
+	}
+	v, _, err := c.conv(nil, b)
+	if err != nil {
+		if _, ok := err.(*ruleApplied); !ok {
+			return nil, newValueError(s.table, c, b, err)
+		}
+		if v.IsNull() {
+			return []parquet.Value{parquet.NullValue().Level(0, 0, leaf)}, nil
+		}
+	}
+	// The value may reference b, which nothing else holds.
+	return []parquet.Value{v.Level(0, 1, leaf)}, nil
+}

@@ -225,6 +225,11 @@ func (s *Schema) ManifestColumns(t *cdc.Table) []manifest.Column {
 			ElementTypeOID: c.ElemTypeOID,
 			EnumLabels:     append([]string(nil), c.EnumLabels...),
 			Representation: c.Repr,
+			AttNum:         c.AttNum,
+		}
+		if c.Missing != nil {
+			v := *c.Missing
+			out[i].MissingValue = &v
 		}
 		if c.BaseTypeOID != 0 && (c.BaseTypeOID != c.TypeOID || c.BaseTypeMod != c.TypeMod) {
 			out[i].BaseTypeOID, out[i].BaseTypeMod = c.BaseTypeOID, c.BaseTypeMod

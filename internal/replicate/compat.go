@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
@@ -17,13 +18,18 @@ func (s *Service) checkRecordedTypes(t *cdc.Table, sc *parquetfile.Schema) error
 	if mt == nil {
 		return nil
 	}
-	sv := mt.CurrentSchema()
-	if sv == nil {
-		return nil
+	// By field id: a column keeps its type in every version that has it
+	// (a type change would be a new field).
+	recorded := map[int]manifest.Column{}
+	for _, sv := range mt.Schemas {
+		for _, c := range sv.Columns {
+			recorded[c.FieldID] = c
+		}
 	}
-	for i, c := range sv.Columns {
-		if i >= len(t.Columns) {
-			break
+	for i, tc := range t.Columns {
+		c, ok := recorded[tc.FieldID]
+		if !ok || tc.FieldID == 0 {
+			continue
 		}
 		if got := sc.ParquetType(i); c.ParquetType != "" && got != c.ParquetType {
 			return &cdc.Error{

@@ -3,6 +3,7 @@ package replicate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -40,7 +41,7 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		s.received(meta)
 		s.cur = nil
 	case *pgoutput.Relation:
-		return s.bind(m)
+		return s.bind(ctx, m)
 	case *pgoutput.Insert, *pgoutput.Update, *pgoutput.Delete, *pgoutput.Truncate:
 		return s.change(ctx, m)
 	case *pgoutput.StreamStart:
@@ -77,7 +78,8 @@ func (s *Service) openEpoch() *flush.Epoch {
 }
 
 func (s *Service) schema(t *cdc.Table) (*parquetfile.Schema, error) {
-	if sc, ok := s.schemas[t.ID]; ok {
+	key := versionKey{t.ID, t.SchemaVersion}
+	if sc, ok := s.schemas[key]; ok {
 		return sc, nil
 	}
 	sc, err := parquetfile.NewSchema(t)
@@ -93,7 +95,7 @@ func (s *Service) schema(t *cdc.Table) (*parquetfile.Schema, error) {
 		s.log.Warn("value written by a type rule", "table", a.Table.String(), "column", a.Column,
 			"rule", string(a.Rule), "key", a.Key, "value", a.Value, "detail", a.String())
 	})
-	s.schemas[t.ID] = sc
+	s.schemas[key] = sc
 	return sc, nil
 }
 
@@ -103,10 +105,14 @@ func (s *Service) extendXID(x uint32) cdc.XID {
 	return xid
 }
 
-// bind checks a Relation message against the manifest and remembers which
-// table the relation id means. A difference is a hard error: writing rows
-// under the wrong columns would corrupt the table silently.
-func (s *Service) bind(r *pgoutput.Relation) error {
+// bind checks a Relation message against the table's current schema
+// version and remembers which table the relation id means. A Relation that
+// adds or drops columns makes the next schema version (evolve), which the
+// open epoch commits with its deltas: rows from here on are written under
+// it. Changes not followed yet (type change, rename, a dropped key column)
+// and a table that is not captured, or was re-created, are hard errors:
+// writing rows under the wrong columns would corrupt the table silently.
+func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 	id := cdc.TableID{Schema: r.Namespace, Name: r.Name}
 	t := s.byName[id.String()]
 	if t == nil {
@@ -120,38 +126,55 @@ func (s *Service) bind(r *pgoutput.Relation) error {
 		return &cdc.Error{
 			Class: cdc.ErrSchemaChanged,
 			Msg:   fmt.Sprintf("table %s has OID %d, the manifest has %d (the table was dropped and re-created)", id, r.RelID, t.OID),
-			Hint:  "schema evolution is not supported by this version; rebuild the capture with teardown and init",
+			Hint:  "a re-created table is a new table; rebuild the capture with teardown and init",
 		}
 	}
-	if diff := columnDiff(t, r); diff != "" {
-		return &cdc.Error{
-			Class: cdc.ErrSchemaChanged,
-			Msg:   fmt.Sprintf("table %s: %s", id, diff),
-			Hint:  "schema evolution is not supported by this version; rebuild the capture with teardown and init",
+	d, err := diffRelation(t, r)
+	if err == nil && !d.same() {
+		if old := s.replayedVersion(id, r); old != nil {
+			// A transaction the manifest already holds, replayed with the
+			// schema it was written under: not a change.
+			s.byRel[r.RelID] = newBinding(old)
+			return nil
 		}
+		nt, err := s.evolve(ctx, t, r, d, s.fieldHighOf(t))
+		var u unsupported
+		if errors.As(err, &u) {
+			return unsupportedChange(id, err)
+		}
+		if err != nil {
+			return fmt.Errorf("table %s: schema change: %w", id, err)
+		}
+		if _, err := s.schema(nt); err != nil {
+			return err
+		}
+		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
+		s.byName[id.String()] = nt
+		s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion,
+			"change", describeChange(t, nt, d))
+		t = nt
 	}
+	if err != nil {
+		return unsupportedChange(id, err)
+	}
+	s.byRel[r.RelID] = newBinding(t)
+	return nil
+}
+
+func unsupportedChange(id cdc.TableID, err error) error {
+	return &cdc.Error{
+		Class: cdc.ErrSchemaChanged,
+		Msg:   fmt.Sprintf("table %s: %v", id, err),
+		Hint:  "this schema change is not followed by this version (docs/decisions.md, schema evolution); rebuild the capture with teardown and init",
+	}
+}
+
+func newBinding(t *cdc.Table) *binding {
 	b := &binding{table: t}
 	for _, k := range t.PrimaryKey {
 		b.keys = append(b.keys, t.ColumnIndex(k))
 	}
-	s.byRel[r.RelID] = b
-	return nil
-}
-
-func columnDiff(t *cdc.Table, r *pgoutput.Relation) string {
-	if len(r.Columns) != len(t.Columns) {
-		return fmt.Sprintf("the stream has %d columns, the manifest %d", len(r.Columns), len(t.Columns))
-	}
-	for i, c := range r.Columns {
-		want := t.Columns[i]
-		switch {
-		case c.Name != want.Name:
-			return fmt.Sprintf("column %d is %q in the stream, %q in the manifest", i+1, c.Name, want.Name)
-		case c.TypeOID != want.TypeOID || c.TypeMod != want.TypeMod:
-			return fmt.Sprintf("column %q changed type (stream type oid %d mod %d, manifest %s)", c.Name, c.TypeOID, c.TypeMod, want.PGType)
-		}
-	}
-	return ""
+	return b
 }
 
 func (s *Service) lookup(relID uint32) (*binding, error) {

@@ -252,6 +252,7 @@ type options struct {
 	// answer reply requests.
 	receiveTimeout time.Duration
 	answerPings    bool
+	catalog        Catalog // Config.Catalog
 }
 
 // harness runs one Service over a fakeSource and a memory sink.
@@ -315,6 +316,7 @@ func start(t *testing.T, o options) *harness {
 		XIDRef:          500,
 		CatchUp:         o.catchUp,
 		ReceiveTimeout:  o.receiveTimeout,
+		Catalog:         o.catalog,
 	}, src, fc, log)
 	if err != nil {
 		t.Fatal(err)

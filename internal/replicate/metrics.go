@@ -43,6 +43,9 @@ type Observer struct {
 	// Durable is called whenever the durable LSN moves (a flush or an idle
 	// advance), with the time: readiness.
 	Durable func(lsn cdc.LSN, at time.Time)
+	// SchemaChanged is called once per new schema version of a table, when
+	// the flush that records it in the manifest is durable.
+	SchemaChanged func(table cdc.TableID)
 }
 
 // FlushStats describes one durable flush.
@@ -80,6 +83,9 @@ func (o Observer) withDefaults() Observer {
 	}
 	if o.Flushed == nil {
 		o.Flushed = func(FlushStats) {}
+	}
+	if o.SchemaChanged == nil {
+		o.SchemaChanged = func(cdc.TableID) {}
 	}
 	if o.Stalled == nil {
 		o.Stalled = func(time.Duration) {}

@@ -39,6 +39,9 @@ type Config struct {
 	// Rows reads rows from the source to recover TOAST values a key-changing
 	// UPDATE did not send (optional).
 	Rows RowReader
+	// Catalog describes columns a Relation message adds (optional: without
+	// it an added column is an unsupported schema change).
+	Catalog Catalog
 	// Observer receives metrics and health signals (optional).
 	Observer Observer
 	// ReceiveTimeout ends the session with ErrSilent when nothing has
@@ -68,7 +71,13 @@ type Service struct {
 	asm     *txn.Assembler
 	byName  map[string]*cdc.Table // captured tables, from the manifest
 	byRel   map[uint32]*binding   // relation id → table, once checked
-	schemas map[cdc.TableID]*parquetfile.Schema
+	schemas map[versionKey]*parquetfile.Schema
+	// versions caches older schema versions bound during a replay;
+	// fieldHigh is each table's highest field id so far.
+	versions  map[versionKey]*cdc.Table
+	fieldHigh map[cdc.TableID]*int
+	catalog   Catalog
+	replayEnd cdc.LSN // the manifest's end LSN at the start: transactions up to it are replays
 
 	epoch      *flush.Epoch
 	cur        *openTxn // the non-streamed transaction being received
@@ -80,8 +89,8 @@ type Service struct {
 	lastIdle   time.Time
 	heardAt    time.Time // last message received, or the end of the last pause in reading
 	pingedAt   time.Time // when a reply was requested since heardAt, or zero
-	catchUp    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
-	backlog    bool    // a transaction committed before catchUp was received
+	catchUp    cdc.LSN   // Config.CatchUp until the stream reaches it; then zero
+	backlog    bool      // a transaction committed before catchUp was received
 
 	rows              RowReader       // recovers TOAST values after key changes; may be nil
 	warnedUnrecovered map[string]bool // "schema.table.column" logged once; counts go to the manifest
@@ -113,10 +122,15 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		asm:     txn.NewAssembler(filepath.Join(cfg.StateDir, "spill"), cfg.MemoryBudget),
 		byName:  map[string]*cdc.Table{},
 		byRel:   map[uint32]*binding{},
-		schemas: map[cdc.TableID]*parquetfile.Schema{},
+		schemas: map[versionKey]*parquetfile.Schema{},
 		durable: m.EndLSN,
-		xidRef:  cfg.XIDRef,
-		catchUp: cfg.CatchUp,
+
+		versions:  map[versionKey]*cdc.Table{},
+		fieldHigh: map[cdc.TableID]*int{},
+		catalog:   cfg.Catalog,
+		replayEnd: m.EndLSN,
+		xidRef:    cfg.XIDRef,
+		catchUp:   cfg.CatchUp,
 
 		rows:              cfg.Rows,
 		warnedUnrecovered: map[string]bool{},
@@ -353,6 +367,10 @@ func (s *Service) flush(ctx context.Context, reason flush.Reason) error {
 	}
 	s.obs.Flushed(FlushStats{Rows: res.Rows, Bytes: res.Bytes, Adjusted: res.Adjusted, Duration: took,
 		Epoch: res.Epoch, EndLSN: res.Durable.EndLSN, Txns: p.Txns, Tables: res.Tables, Reason: string(reason)})
+	for _, ns := range e.Schemas() {
+		s.obs.SchemaChanged(ns.Table)
+		s.log.Info("schema version committed", "table", ns.Table.String(), "schema_version", ns.Version, "epoch", res.Epoch)
+	}
 	s.oldestPending = time.Time{}
 	s.setDurable(res.Durable.EndLSN)
 	s.log.Info("flushed epoch", "epoch", res.Epoch, "reason", string(reason), "txns", p.Txns,

@@ -480,6 +480,12 @@ func TestHardErrors(t *testing.T) {
 			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
 				relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
 				relCol{Name: "w", TypeOID: oidText, TypeMod: -1})),
+			class: cdc.ErrSchemaChanged, naming: "renamed to \"w\"",
+		},
+		{
+			name: "key column dropped",
+			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
+				relCol{Name: "v", TypeOID: oidText, TypeMod: -1})),
 			class: cdc.ErrSchemaChanged, naming: "public.items",
 		},
 		{
@@ -490,7 +496,7 @@ func TestHardErrors(t *testing.T) {
 			class: cdc.ErrSchemaChanged, naming: "public.items",
 		},
 		{
-			name: "column added",
+			name: "column added without a catalog",
 			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
 				relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
 				relCol{Name: "v", TypeOID: oidText, TypeMod: -1},
@@ -513,7 +519,8 @@ func TestHardErrors(t *testing.T) {
 		{
 			name: "relation differs inside a stream",
 			msgs: data(pgStreamStart(700, true), pgRelation(700, true, itemsOID, "public", "items",
-				relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1})),
+				relCol{Key: true, Name: "id", TypeOID: oidInt4, TypeMod: -1},
+				relCol{Name: "v", TypeOID: oidText, TypeMod: -1})),
 			class: cdc.ErrSchemaChanged, naming: "public.items",
 		},
 		{
@@ -530,7 +537,12 @@ func TestHardErrors(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}})
+			o := options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}}
+			if tc.name == "column renamed" {
+				// The catalog says w has v's attnum (2, its field id).
+				o.catalog = fakeCatalog{"w": {Name: "w", TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 2}}
+			}
+			h := start(t, o)
 			// A committed transaction first: its confirmation must survive,
 			// and nothing after it may be confirmed.
 			c0 := startLSN + 0x10

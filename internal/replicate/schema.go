@@ -1,0 +1,231 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
+)
+
+// Catalog reads what a Relation message does not say about its columns. The
+// postgres adapter implements it.
+type Catalog interface {
+	// DescribeColumns returns the named columns of the relation with OID
+	// rel as the catalog has them now, in the order of names: types
+	// resolved (domain base, array element, enum labels), AttNum, and
+	// Missing, the value rows that existed before the column was added read
+	// (pg_attribute.attmissingval; nil: NULL). A name the relation no
+	// longer has comes back with AttNum 0.
+	DescribeColumns(ctx context.Context, rel uint32, names []string) ([]cdc.Column, error)
+}
+
+// unsupported is a schema change this version does not follow: terminal
+// (cdc.ErrSchemaChanged), unlike a failure to read the catalog.
+type unsupported struct{ error }
+
+func unsupportedf(format string, a ...any) error { return unsupported{fmt.Errorf(format, a...)} }
+
+// relationDiff is how a Relation message's columns differ from a table's.
+type relationDiff struct {
+	kept    []int // per Relation column: the table column it is, or -1 (added)
+	added   []int // Relation column indexes that are new
+	dropped []int // table column indexes the Relation no longer has
+}
+
+func (d relationDiff) same() bool { return len(d.added) == 0 && len(d.dropped) == 0 }
+
+// diffRelation compares a Relation message with t by column name. It
+// accepts what PostgreSQL produces for ADD COLUMN and DROP COLUMN: the
+// surviving columns in their order, with unchanged types, then the added
+// ones (pgoutput sends columns in attnum order, and a new column has the
+// highest attnum). A changed type, or a new name before a surviving column
+// (a rename), is an unsupported change. Whether an added name is really a
+// renamed dropped column is for the caller to ask the catalog.
+func diffRelation(t *cdc.Table, r *pgoutput.Relation) (relationDiff, error) {
+	d := relationDiff{kept: make([]int, len(r.Columns))}
+	seen := make([]bool, len(t.Columns))
+	last := -1
+	for i, c := range r.Columns {
+		j := t.ColumnIndex(c.Name)
+		d.kept[i] = j
+		if j < 0 {
+			d.added = append(d.added, i)
+			continue
+		}
+		want := t.Columns[j]
+		switch {
+		case len(d.added) > 0:
+			return d, unsupportedf("column %q follows the new column %q (a renamed column keeps its place; renames are not followed yet)",
+				c.Name, r.Columns[d.added[0]].Name)
+		case j < last:
+			return d, unsupportedf("column %q moved before column %q", c.Name, t.Columns[last].Name)
+		case c.TypeOID != want.TypeOID || c.TypeMod != want.TypeMod:
+			return d, unsupportedf("column %q changed type (stream type oid %d mod %d, manifest %s); type changes are not followed yet",
+				c.Name, c.TypeOID, c.TypeMod, want.PGType)
+		}
+		seen[j], last = true, j
+	}
+	for j, ok := range seen {
+		if !ok {
+			d.dropped = append(d.dropped, j)
+		}
+	}
+	for _, j := range d.dropped {
+		for _, k := range t.PrimaryKey {
+			if t.Columns[j].Name == k {
+				return d, unsupportedf("key column %q was dropped", k)
+			}
+		}
+	}
+	return d, nil
+}
+
+// evolve returns the next schema version of t for Relation r, whose
+// columns differ from t's as d says: surviving columns keep their field id,
+// attnum and missing value; added columns take new field ids from
+// *fieldHigh up, and their type details and missing value from the catalog.
+// A Relation that renames a column (an added name whose attnum is a dropped
+// column's) is refused: renames are not followed yet, and guessing drop +
+// add would lose the column's history.
+func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation, d relationDiff, fieldHigh *int) (*cdc.Table, error) {
+	var described []cdc.Column
+	if len(d.added) > 0 {
+		if s.catalog == nil {
+			return nil, unsupportedf("no catalog connection to describe the added columns")
+		}
+		names := make([]string, len(d.added))
+		for k, i := range d.added {
+			names[k] = r.Columns[i].Name
+		}
+		var err error
+		if described, err = s.catalog.DescribeColumns(ctx, r.RelID, names); err != nil {
+			return nil, fmt.Errorf("describe added columns: %w", err)
+		}
+		if len(described) != len(names) {
+			return nil, fmt.Errorf("describe added columns: %d columns for %d names", len(described), len(names))
+		}
+		for _, c := range described {
+			for _, j := range d.dropped {
+				if c.AttNum != 0 && c.AttNum == t.Columns[j].AttNum {
+					return nil, unsupportedf("column %q was renamed to %q; renames are not followed yet", t.Columns[j].Name, c.Name)
+				}
+			}
+		}
+	}
+	nt := &cdc.Table{
+		ID: t.ID, OID: t.OID,
+		PrimaryKey:      append([]string(nil), t.PrimaryKey...),
+		ReplicaIdentity: t.ReplicaIdentity,
+		SchemaVersion:   t.SchemaVersion + 1,
+	}
+	for i, rc := range r.Columns {
+		if j := d.kept[i]; j >= 0 {
+			nt.Columns = append(nt.Columns, t.Columns[j])
+			continue
+		}
+		var c cdc.Column
+		for k, a := range d.added {
+			if a == i {
+				c = described[k]
+			}
+		}
+		if c.AttNum == 0 || c.TypeOID != rc.TypeOID || c.TypeMod != rc.TypeMod {
+			// Dropped or changed again since this Relation was sent: the
+			// catalog no longer describes it. Its values are what the
+			// stream says; a later Relation brings the later change.
+			c = cdc.Column{Name: rc.Name, AttNum: c.AttNum, Missing: c.Missing}
+			c.PGType = fmt.Sprintf("oid %d", rc.TypeOID)
+		}
+		c.Name, c.TypeOID, c.TypeMod = rc.Name, rc.TypeOID, rc.TypeMod
+		*fieldHigh++
+		c.FieldID = *fieldHigh
+		nt.Columns = append(nt.Columns, c)
+	}
+	return nt, nil
+}
+
+// describeChange says what a new schema version changed, for the log.
+func describeChange(t, nt *cdc.Table, d relationDiff) string {
+	var parts []string
+	for _, i := range d.added {
+		c := nt.Columns[i]
+		def := "NULL"
+		if c.Missing != nil {
+			def = *c.Missing
+		}
+		parts = append(parts, fmt.Sprintf("added %q (%s, field id %d, existing rows read %s)", c.Name, c.PGType, c.FieldID, def))
+	}
+	for _, j := range d.dropped {
+		parts = append(parts, fmt.Sprintf("dropped %q", t.Columns[j].Name))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fieldHighOf returns the highest field id t's table ever used, counting
+// versions this session made that are not committed yet, so a new column's
+// id is never one an earlier column had.
+func (s *Service) fieldHighOf(t *cdc.Table) *int {
+	h, ok := s.fieldHigh[t.ID]
+	if !ok {
+		h = new(int)
+		if mt := s.committer.Manifest.Current().Tables[t.ID.String()]; mt != nil {
+			*h = mt.MaxFieldID()
+		}
+		s.fieldHigh[t.ID] = h
+	}
+	for _, c := range t.Columns {
+		*h = max(*h, c.FieldID)
+	}
+	return h
+}
+
+// replayedVersion returns the manifest's schema version of id whose columns
+// are exactly r's, when r arrives inside a transaction the manifest already
+// holds (a replay after a crash between the manifest commit and the
+// confirmation: pgoutput describes the relation as it was then). Outside a
+// replay a Relation equal to an older version is a new change (a column
+// dropped and added again) and nil is returned.
+func (s *Service) replayedVersion(id cdc.TableID, r *pgoutput.Relation) *cdc.Table {
+	replaying := s.receivedLSN < s.replayEnd
+	if s.cur != nil {
+		replaying = s.cur.meta.CommitLSN <= s.replayEnd
+	}
+	if !replaying {
+		return nil
+	}
+	mt := s.committer.Manifest.Current().Tables[id.String()]
+	if mt == nil {
+		return nil
+	}
+	for i := len(mt.Schemas) - 1; i >= 0; i-- {
+		v := mt.Schemas[i].Version
+		t, err := mt.SourceTableAt(v)
+		if err != nil {
+			continue
+		}
+		if d, err := diffRelation(t, r); err == nil && d.same() && len(t.Columns) == len(r.Columns) {
+			if cached := s.versions[versionKey{id, v}]; cached != nil {
+				return cached
+			}
+			s.versions[versionKey{id, v}] = t
+			return t
+		}
+	}
+	return nil
+}
+
+// versionKey names one schema version of a table.
+type versionKey struct {
+	id      cdc.TableID
+	version int
+}
+
+// manifestColumns describes nt's columns as its manifest schema version
+// lists them.
+func (s *Service) manifestColumns(nt *cdc.Table) []manifest.Column {
+	sc := s.schemas[versionKey{nt.ID, nt.SchemaVersion}]
+	return sc.ManifestColumns(nt)
+}
