@@ -18,7 +18,7 @@ HARNESS_UNDO=()      # commands the cleanup runs, last first (unmounts, chmods)
 HARNESS_FAILED=1     # cleared by harness_done; a failed run keeps its work dir
 WORK=""              # work directory: config, sink, state, logs
 KEEP=0               # --keep: keep WORK even after a successful run
-PGCDC_BIN=${PGCDC_BIN:-$REPO_ROOT/bin/pg-cdc}
+HARNESS_BIN=$REPO_ROOT/bin/pg-cdc   # --bin; not a PGCDC_* variable: pg-cdc refuses unknown ones
 SRC_URL=""           # the source database pg-cdc captures
 SLOT=""              # replication slot (and publication) of this run
 CONFIG=""            # pg-cdc.yml of this run
@@ -26,6 +26,7 @@ SINK=""              # filesystem sink
 STATE=""             # state.path
 EXTERNAL_SOURCE=0    # 1: SRC_URL was given (--url): tear the capture down at the end
 PGCDC_PID=""         # the running 'pg-cdc start', if any
+PGCDC_LOG=""         # its log
 LOAD_PID=""          # the running load-gen.sh, if any
 WAIT_RC=""           # exit code set by wait_exit
 
@@ -85,6 +86,7 @@ wait_exit() {
   # (bash's "Killed" notice for a child that a signal ended is not news here)
   { wait "$pid"; } 2>/dev/null || WAIT_RC=$?
   untrack "$pid"
+  [[ $pid != "$PGCDC_PID" ]] || PGCDC_PID=""
 }
 
 # stop_pid PID: TERM, then KILL after 10 s; waits for it.
@@ -115,7 +117,7 @@ harness_cleanup() {
   done
   if ((EXTERNAL_SOURCE)) && [[ -n $CONFIG && -f $CONFIG ]]; then
     # A slot left behind on someone's database pins WAL forever.
-    "$PGCDC_BIN" -c "$CONFIG" teardown --yes >>"$WORK/teardown.log" 2>&1 ||
+    "$HARNESS_BIN" -c "$CONFIG" teardown --yes >>"$WORK/teardown.log" 2>&1 ||
       log "teardown failed (see $WORK/teardown.log): drop slot $SLOT and publication $SLOT by hand"
   fi
   if [[ -n $PG_DIR ]]; then
@@ -139,7 +141,7 @@ harness_init() {
   trap harness_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  [[ -x $PGCDC_BIN ]] || die "no pg-cdc binary at $PGCDC_BIN: run 'make build' or pass --bin"
+  [[ -x $HARNESS_BIN ]] || die "no pg-cdc binary at $HARNESS_BIN: run 'make build' or pass --bin"
   command -v psql >/dev/null || die "psql not found (Debian: apt-get install postgresql-client)"
   SINK=$WORK/sink
   STATE=$WORK/state
@@ -265,7 +267,8 @@ sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$SRC_URL" -c "$1"; }
 
 # write_config [EXTRA_YAML]: the run's pg-cdc.yml, capturing the load
 # generator's tables only. A flush every second, so that a short run goes
-# through many epochs.
+# through many epochs; the metrics endpoint on a free port, so that runs
+# side by side do not collide on 9090. EXTRA_YAML adds whole sections.
 write_config() {
   cat >"$CONFIG" <<EOF
 source:
@@ -288,12 +291,14 @@ state:
   path: "$STATE"
 log:
   level: info
+metrics:
+  listen: "127.0.0.1:0"
 ${1:-}
 EOF
 }
 
 # pgcdc COMMAND ARGS...: runs pg-cdc in the foreground.
-pgcdc() { "$PGCDC_BIN" -c "$CONFIG" "$@"; }
+pgcdc() { "$HARNESS_BIN" -c "$CONFIG" "$@"; }
 
 # pgcdc_init: the load generator's tables, then pg-cdc init.
 pgcdc_init() {
@@ -305,8 +310,8 @@ pgcdc_init() {
 
 # pgcdc_start [LOG]: 'pg-cdc start' in the background; sets PGCDC_PID.
 pgcdc_start() {
-  local out=${1:-$WORK/start.log}
-  "$PGCDC_BIN" -c "$CONFIG" start >>"$out" 2>&1 &
+  PGCDC_LOG=${1:-$WORK/start.log}
+  "$HARNESS_BIN" -c "$CONFIG" start >>"$PGCDC_LOG" 2>&1 &
   PGCDC_PID=$!
   track "$PGCDC_PID"
 }
@@ -316,15 +321,32 @@ manifest_end_lsn() {
   grep -o '"end_lsn": *"[^"]*"' "$SINK/_pgcdc/manifest.json" | head -1 | sed 's/.*"\([^"]*\)"$/\1/'
 }
 
+# manifest_epoch: the manifest's epoch (0 right after init).
+manifest_epoch() {
+  grep -o '"epoch": *[0-9]*' "$SINK/_pgcdc/manifest.json" | head -1 | grep -o '[0-9]*$'
+}
+
+# wait_epoch_after EPOCH SECONDS: waits until the manifest's epoch passes
+# EPOCH; fails after SECONDS.
+wait_epoch_after() {
+  local deadline=$((SECONDS + $2))
+  while (($(manifest_epoch) <= $1)); do
+    ((SECONDS < deadline)) || die "the manifest stayed at epoch $(manifest_epoch) for $2 s: $(tail -5 "$PGCDC_LOG")"
+    sleep 0.2
+  done
+}
+
 # check_not_over_confirmed: DESIGN §1 rule 1, seen from outside: the slot is
-# never confirmed past the manifest's end LSN. Call it while pg-cdc is
-# stopped (both positions are then still).
+# never confirmed past the manifest's end LSN. Valid while pg-cdc runs too:
+# the slot is read first, and the manifest only moves forward.
 check_not_over_confirmed() {
-  local end ok
+  local confirmed end ok
+  confirmed=$(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")
   end=$(manifest_end_lsn)
   [[ -n $end ]] || die "no end LSN in $SINK/_pgcdc/manifest.json"
-  ok=$(sql "SELECT coalesce(confirmed_flush_lsn <= '$end'::pg_lsn, true) FROM pg_replication_slots WHERE slot_name = '$SLOT'")
-  [[ $ok == t ]] || die "slot $SLOT is confirmed at $(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'"), past the manifest's end LSN $end"
+  [[ -n $confirmed ]] || return 0
+  ok=$(sql "SELECT '$confirmed'::pg_lsn <= '$end'::pg_lsn")
+  [[ $ok == t ]] || die "slot $SLOT is confirmed at $confirmed, past the manifest's end LSN $end"
 }
 
 # load_start RATE: load-gen.sh in the background until load_stop.
@@ -346,18 +368,23 @@ load_stop() {
   log "$(tail -1 "$WORK/load.log")"
 }
 
-# verify_sink: with the load stopped, runs 'pg-cdc start' to catch up and
-# 'pg-cdc verify' beside it (verify waits until the manifest passes its
-# watermark), stops start with SIGTERM (exit 0 expected). Sets
-# VERIFY_SOURCE_ROWS, VERIFY_SINK_ROWS and VERIFY_MISSING (summed over the
-# tables), and fails unless every table is equal.
+# verify_sink: with the load stopped, runs 'pg-cdc verify' beside a running
+# 'pg-cdc start' (the one already running, or a new one that catches up:
+# verify waits until the manifest passes its watermark), then stops start
+# with SIGTERM (exit 0 expected). Sets VERIFY_SOURCE_ROWS, VERIFY_SINK_ROWS
+# and VERIFY_MISSING (summed over the tables), and fails unless every table
+# is equal.
 verify_sink() {
   local rc=0 line
-  pgcdc_start "$WORK/catchup.log"
+  if [[ -n $PGCDC_PID ]] && ! alive "$PGCDC_PID"; then
+    wait_exit "$PGCDC_PID" 1
+    die "'pg-cdc start' exited $WAIT_RC before verify: $(tail -5 "$PGCDC_LOG")"
+  fi
+  [[ -n $PGCDC_PID ]] || pgcdc_start "$WORK/catchup.log"
   pgcdc verify --wait 5m >"$WORK/verify.txt" 2>&1 || rc=$?
   kill -TERM "$PGCDC_PID"
   wait_exit "$PGCDC_PID" 90
-  [[ $WAIT_RC == 0 ]] || die "the catch-up 'pg-cdc start' exited $WAIT_RC after SIGTERM: $(tail -5 "$WORK/catchup.log")"
+  [[ $WAIT_RC == 0 ]] || die "'pg-cdc start' exited $WAIT_RC after SIGTERM at the end: $(tail -5 "$PGCDC_LOG")"
   VERIFY_SOURCE_ROWS=0 VERIFY_SINK_ROWS=0 VERIFY_MISSING=0
   while IFS= read -r line; do
     if [[ $line =~ ^[^\ ]+:\ (equal|DIFFERENT):\ ([0-9]+)\ rows\ in\ the\ source,\ ([0-9]+)\ in\ the\ sink ]]; then
@@ -379,6 +406,11 @@ verify_sink() {
     die "verify failed with exit $rc"
     ;;
   esac
+}
+
+# usage_header: the calling script's header comment, as help text.
+usage_header() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$HARNESS_DIR/$(basename "$0")"
 }
 
 # usage_common: the options every script shares.
@@ -413,7 +445,7 @@ signal_loop_main() {
     --min-sec) min_sec=$2 && shift ;;
     --max-sec) set_max=$2 && shift ;;
     --url) url=$2 && shift ;;
-    --bin) PGCDC_BIN=$2 && shift ;;
+    --bin) HARNESS_BIN=$2 && shift ;;
     --keep) KEEP=1 ;;
     --self-test) self_test=1 ;;
     -h | --help) signal_loop_usage "$signal" "$expected" ;;
@@ -470,7 +502,7 @@ signal_loop_main() {
   verify_sink
   check_not_over_confirmed
   local epoch
-  epoch=$(grep -o '"epoch": *[0-9]*' "$SINK/_pgcdc/manifest.json" | head -1 | grep -o '[0-9]*$')
+  epoch=$(manifest_epoch)
   local unclean
   unclean=$(grep -c 'replication session failed; retrying' "$WORK/start.log" || true)
   echo "$HARNESS_NAME: PASS: $cycles cycles of start, $min_sec-$max_sec s under load, SIG$signal, exit $expected" \

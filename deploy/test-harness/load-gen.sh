@@ -25,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 URL="" RATE=200 DURATION=0 BATCH_EVERY=200 SETUP=0 SELF_TEST=0
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  usage_header
   exit 2
 }
 
@@ -36,6 +36,7 @@ while (($#)); do
   --duration) DURATION=$2 && shift ;;
   --batch-every) BATCH_EVERY=$2 && shift ;;
   --setup) SETUP=1 ;;
+  --bin) shift ;; # accepted like the other scripts; load-gen needs no pg-cdc
   --self-test) SELF_TEST=1 ;;
   -h | --help) usage ;;
   *) echo "load-gen: unknown argument $1" >&2 && usage ;;
@@ -54,10 +55,10 @@ CREATE TABLE IF NOT EXISTS harness_events (
 
 if ((SELF_TEST)); then
   # A throwaway cluster, two seconds of load, then count what arrived.
-  PGCDC_BIN=/bin/true harness_init
+  HARNESS_BIN=/bin/true harness_init
   pg_throwaway
-  "$0" --url "$SRC_URL" --setup
-  "$0" --url "$SRC_URL" --rate 100 --duration 2 --batch-every 50 >"$WORK/load.log" 2>&1 ||
+  "$HARNESS_DIR/load-gen.sh" --url "$SRC_URL" --setup
+  "$HARNESS_DIR/load-gen.sh" --url "$SRC_URL" --rate 100 --duration 2 --batch-every 50 >"$WORK/load.log" 2>&1 ||
     die "load-gen failed: $(tail -5 "$WORK/load.log")"
   summary=$(tail -1 "$WORK/load.log")
   [[ $summary =~ ^load-gen:\ ([0-9]+)\ transactions ]] || die "no summary line: $summary"
