@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +59,25 @@ func next(t *testing.T, got <-chan string) string {
 	}
 }
 
+// lockedLog is a log sink the watchdog goroutine writes while the test
+// reads it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 func TestSystemdNotifications(t *testing.T) {
 	got := notifySocket(t, 0)
 	var logs bytes.Buffer
@@ -90,7 +110,7 @@ func TestSystemdNotifications(t *testing.T) {
 // not, and RunWatchdog returns with its context.
 func TestSystemdWatchdog(t *testing.T) {
 	got := notifySocket(t, 200*time.Millisecond)
-	var logs bytes.Buffer
+	var logs lockedLog
 	sd := newSystemd(slog.New(slog.NewTextHandler(&logs, nil)))
 	var alive atomic.Bool
 	alive.Store(true)
