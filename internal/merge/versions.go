@@ -34,17 +34,20 @@ func versionFills(mt *manifest.Table, schema *parquetfile.Schema, newest *manife
 		if sv == nil {
 			return nil, fmt.Errorf("merge %s: a file was written with schema version %d, which the manifest does not hold", mt.ID(), v)
 		}
-		have := map[int]string{}
+		// The same column: same field id and name (without field ids, an
+		// older manifest, by name alone).
+		type ident struct {
+			name string
+			id   int
+		}
+		have := map[ident]bool{}
 		for _, c := range sv.Columns {
-			have[c.FieldID] = c.Name
+			have[ident{c.Name, c.FieldID}] = true
 		}
 		var fills map[int][]parquet.Value
 		for i, c := range newest.Columns {
-			if name, ok := have[c.FieldID]; ok && c.FieldID != 0 && name == c.Name {
+			if have[ident{c.Name, c.FieldID}] {
 				continue
-			}
-			if c.FieldID == 0 && have[0] == c.Name {
-				continue // a manifest without field ids: by name
 			}
 			vals, ok := values[i]
 			if !ok {

@@ -2,6 +2,7 @@ package sinktest
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -66,7 +67,7 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 
 	db := openSandboxed(tb, root)
 	from := readParquet(slices.Concat(baseFiles, deltaFiles))
-	present := fileColumns(tb, db, from)
+	present, types := fileColumns(tb, db, from)
 	for _, k := range mt.PrimaryKey {
 		if !present[k] {
 			tb.Fatalf("table %s: key column %q is in no file", table, k)
@@ -81,24 +82,48 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 		}
 	}
 
-	// The versions, each marked as a base's or a delta's.
+	// The versions, each marked as a base's or a delta's, read per schema
+	// version (DESIGN §8): a current column whose field id the files'
+	// version lacks (added after them, or dropped and added again under its
+	// name) reads its recorded missing value, else NULL; a dropped column
+	// is not read.
 	var parts []string
-	if len(baseFiles) > 0 {
-		parts = append(parts, "SELECT *, true AS "+baseCol+" FROM "+readParquet(baseFiles))
-	}
-	if len(deltaFiles) > 0 {
-		parts = append(parts, "SELECT *, false AS "+baseCol+" FROM "+readParquet(deltaFiles))
+	for _, g := range versionGroups(tb, root, mt) {
+		sel := []string{"__op", "__lsn", "__seq", "__unchanged", fmt.Sprintf("%t AS %s", g.base, baseCol)}
+		sv := mt.SchemaAt(g.version)
+		if sv == nil {
+			tb.Fatalf("table %s: files of schema version %d, which the manifest does not hold", table, g.version)
+		}
+		has := func(c manifest.Column) bool {
+			for _, vc := range sv.Columns {
+				// Without field ids (an older manifest): by name.
+				if vc.Name == c.Name && vc.FieldID == c.FieldID {
+					return true
+				}
+			}
+			return false
+		}
+		for _, c := range schema.Columns {
+			switch {
+			case has(c) && present[c.Name]:
+				sel = append(sel, ident(c.Name))
+			case c.MissingValue != nil && types[c.Name] != "":
+				sel = append(sel, "CAST("+literal(*c.MissingValue)+" AS "+types[c.Name]+") AS "+ident(c.Name))
+			case c.MissingValue != nil:
+				sel = append(sel, literal(*c.MissingValue)+" AS "+ident(c.Name))
+			case types[c.Name] != "":
+				sel = append(sel, "CAST(NULL AS "+types[c.Name]+") AS "+ident(c.Name))
+			default:
+				// A column added after every file was written.
+				sel = append(sel, "NULL AS "+ident(c.Name))
+			}
+		}
+		parts = append(parts, "SELECT "+strings.Join(sel, ", ")+" FROM "+readParquet(g.files))
 	}
 	versionsFrom := "(" + strings.Join(parts, " UNION ALL BY NAME ") + ")"
-
 	sel := []string{"__op", "__lsn", "__seq", "__unchanged", baseCol}
 	for _, c := range cols {
-		if present[c] {
-			sel = append(sel, ident(c))
-		} else {
-			// A column added after every file was written.
-			sel = append(sel, "NULL AS "+ident(c))
-		}
+		sel = append(sel, ident(c))
 	}
 	var order []string
 	for _, k := range mt.PrimaryKey {
@@ -182,24 +207,65 @@ func tableFiles(tb testing.TB, root string, mt *manifest.Table) (base, deltas []
 	return base, deltas
 }
 
-// fileColumns returns the names of the columns the files hold, together.
-func fileColumns(tb testing.TB, db *sql.DB, from string) map[string]bool {
+// fileColumns returns the names of the columns the files hold, together,
+// and their DuckDB types.
+func fileColumns(tb testing.TB, db *sql.DB, from string) (map[string]bool, map[string]string) {
 	tb.Helper()
-	rows, err := db.Query("SELECT column_name FROM (DESCRIBE SELECT * FROM " + from + ")")
+	rows, err := db.Query("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM " + from + ")")
 	if err != nil {
 		tb.Fatalf("describe sink files: %v", err)
 	}
 	defer rows.Close()
 	out := map[string]bool{}
+	types := map[string]string{}
 	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
 			tb.Fatalf("describe sink files: %v", err)
 		}
 		out[name] = true
+		types[name] = typ
 	}
 	if err := rows.Err(); err != nil {
 		tb.Fatalf("describe sink files: %v", err)
+	}
+	return out, types
+}
+
+// fileGroup is files of one kind (base or delta) and schema version.
+type fileGroup struct {
+	base    bool
+	version int
+	files   []string // SQL literals
+}
+
+// versionGroups groups the table's files by kind and schema version, in
+// manifest order.
+func versionGroups(tb testing.TB, root string, mt *manifest.Table) []fileGroup {
+	tb.Helper()
+	var out []fileGroup
+	add := func(base bool, version int, files []manifest.File) {
+		if len(files) == 0 {
+			return
+		}
+		if version == 0 && len(mt.Schemas) > 0 {
+			version = mt.Schemas[0].Version
+		}
+		one := &manifest.Table{Base: &manifest.Base{Files: files}}
+		lits, _ := tableFiles(tb, root, one)
+		for i := range out {
+			if out[i].base == base && out[i].version == version {
+				out[i].files = append(out[i].files, lits...)
+				return
+			}
+		}
+		out = append(out, fileGroup{base: base, version: version, files: lits})
+	}
+	if mt.Base != nil {
+		add(true, mt.Base.SchemaVersion, mt.Base.Files)
+	}
+	for _, d := range mt.Deltas {
+		add(false, d.SchemaVersion, d.Files)
 	}
 	return out
 }
