@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,9 +21,23 @@ import (
 // fault at a time into the requests it forwards.
 type faultProxy struct {
 	*httptest.Server
-	mu       sync.Mutex
-	mode     string // "", "5xx", "blackhole", "reset-parts", "truncate"
+	mu   sync.Mutex
+	mode string // "", "5xx", "blackhole", "reset-parts", "truncate", "down", "slow"
+	// holds records, for every request the blackhole held, how long and
+	// whether the client gave up on it (true) or the blackhole ended first.
+	holds    []hold
 	injected map[string]*atomic.Int64
+	// slowDelay and slowRate shape the "slow" mode: every request waits a
+	// random time in [slowDelay, 2*slowDelay) before it is forwarded, and
+	// request bodies are read at slowRate bytes per second.
+	slowDelay time.Duration
+	slowRate  int
+}
+
+type hold struct {
+	kind      string // "part" (a multipart part upload), or the method
+	d         time.Duration
+	abandoned bool
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -29,7 +46,7 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 		t.Fatal(err)
 	}
 	p := &faultProxy{injected: map[string]*atomic.Int64{}}
-	for _, m := range []string{"5xx", "blackhole", "reset-parts", "truncate"} {
+	for _, m := range []string{"5xx", "blackhole", "reset-parts", "truncate", "down", "slow"} {
 		p.injected[m] = &atomic.Int64{}
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
@@ -50,11 +67,38 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 			}
 			return
 		case mode == "blackhole":
-			// Hold the request without a byte of answer until the mode
-			// changes, then let it through.
+			// Take the request and answer nothing until the mode changes,
+			// then let it through; a client that gives up first is gone
+			// (its request is dropped). The body is read first: only then
+			// does the server notice a client that closes the connection.
 			p.injected[mode].Add(1)
+			began := time.Now()
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			for p.currentMode() == "blackhole" {
-				time.Sleep(50 * time.Millisecond)
+				select {
+				case <-r.Context().Done():
+					p.hold(r, time.Since(began), true)
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			p.hold(r, time.Since(began), false)
+		case mode == "down":
+			// A store that is up but refuses all work.
+			p.injected[mode].Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code><Message>injected: down</Message></Error>`)
+			return
+		case mode == "slow":
+			p.injected[mode].Add(1)
+			time.Sleep(p.slowDelay + rand.N(p.slowDelay))
+			if r.ContentLength != 0 {
+				r.Body = &throttled{r: r.Body, rate: p.slowRate, start: time.Now()}
 			}
 		case mode == "reset-parts" && r.Method == http.MethodPut && r.URL.Query().Has("partNumber"):
 			p.injected[mode].Add(1)
@@ -95,6 +139,44 @@ func (p *faultProxy) set(mode string) {
 	p.mode = mode
 	p.mu.Unlock()
 }
+
+func (p *faultProxy) hold(r *http.Request, d time.Duration, abandoned bool) {
+	kind := r.Method
+	if r.URL.Query().Has("partNumber") {
+		kind = "part"
+	}
+	p.mu.Lock()
+	p.holds = append(p.holds, hold{kind: kind, d: d, abandoned: abandoned})
+	p.mu.Unlock()
+}
+
+// held returns the blackhole's holds so far.
+func (p *faultProxy) held() []hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]hold(nil), p.holds...)
+}
+
+// throttled reads r at about rate bytes per second, in small pieces, as a
+// slow link delivers a body.
+type throttled struct {
+	r     io.ReadCloser
+	rate  int
+	start time.Time
+	read  int
+}
+
+func (t *throttled) Read(p []byte) (int, error) {
+	// Ahead of the rate: wait until the bytes read so far are due.
+	if due := t.start.Add(time.Duration(float64(t.read) / float64(t.rate) * float64(time.Second))); time.Now().Before(due) {
+		time.Sleep(time.Until(due))
+	}
+	n, err := t.r.Read(p[:min(len(p), 16<<10)])
+	t.read += n
+	return n, err
+}
+
+func (t *throttled) Close() error { return t.r.Close() }
 
 // TestS3Faults streams through a proxy that makes S3 fail in each way a
 // real store does — 503 SlowDown and 500 answers, a blackholed connection,
@@ -155,7 +237,8 @@ func TestS3Faults(t *testing.T) {
 	e.mustRun("compact")
 	d.stop()
 	s.check()
-	for mode, n := range proxy.injected {
+	for _, mode := range []string{"5xx", "blackhole", "reset-parts", "truncate"} {
+		n := proxy.injected[mode]
 		if n.Load() == 0 {
 			t.Errorf("no %s fault was injected", mode)
 		}
