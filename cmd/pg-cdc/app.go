@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/blob/s3"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/logging"
 )
 
 // loadConfig reads and validates the configuration; every error is a usage
@@ -35,23 +37,52 @@ func loadConfig(path string) (config.Config, error) {
 	return cfg, nil
 }
 
+// newLogger is the log of a command: log.level and log.format on w, every
+// record scrubbed of the secrets the process knows and of anything shaped
+// like one (internal/logging).
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	switch strings.ToLower(cfg.Log.Level) {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	default:
-		level = slog.LevelInfo
-	}
+	return slog.New(logging.NewHandler(baseHandler(cfg.Log.Format, cfg.Log.SlogLevel(), w), scrubberFor(cfg)))
+}
+
+// baseHandler is slog's text or JSON handler, before scrubbing.
+func baseHandler(format string, level slog.Level, w io.Writer) slog.Handler {
 	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+	if format == config.LogFormatJSON {
+		return slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.NewTextHandler(w, opts)
+}
+
+// secretEnv are the environment variables whose values are secrets
+// wherever they appear: libpq's password, the AWS secret key and session
+// token (the S3 sink and RDS IAM tokens read them).
+var secretEnv = []string{"PGPASSWORD", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"}
+
+// scrubberFor knows the secrets of cfg and of the environment: the source
+// URL's password (as loaded, and as its ${VAR} references resolve now), its
+// password= and sslpassword= parameters, storage.endpoint's password, and
+// the values of secretEnv.
+func scrubberFor(cfg config.Config) *logging.Scrubber {
+	var secrets []string
+	urls := []string{cfg.Source.Postgres.URL, cfg.Storage.Endpoint}
+	if u, err := cfg.Source.Postgres.ResolveURL(os.LookupEnv); err == nil {
+		urls = append(urls, u)
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || raw == "" {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+		q := u.Query()
+		secrets = append(secrets, q.Get("password"), q.Get("sslpassword"))
+	}
+	for _, name := range secretEnv {
+		secrets = append(secrets, os.Getenv(name))
+	}
+	return logging.NewScrubber(secrets...)
 }
 
 // withSignals is the RunE of a command that does long work: it loads the

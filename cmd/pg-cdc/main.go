@@ -3,18 +3,22 @@
 //
 // This package is thin: it reads the configuration, builds the adapters with
 // an explicit switch, runs a service, and maps errors to exit codes
-// (docs/exit-codes.md). Only here are errors printed.
+// (docs/exit-codes.md). Only here are errors printed, scrubbed of secrets
+// like the log; here too each operator action is audited.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/runs"
 )
 
 func main() {
@@ -46,18 +50,42 @@ func run(args []string) int {
 		newCompactCmd(&configPath),
 		newDumpCmd(&configPath),
 		newVerifyCmd(&configPath),
+		newConfigCmd(&configPath),
 		newVersionCmd(),
 	)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	err := root.Execute()
-	if err == nil {
-		return ExitOK
+	// What main prints is scrubbed like the log: with the secrets of the
+	// environment, and of the configuration once the command is known.
+	scrub := scrubberFor(config.Config{})
+	var act *audit
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := config.Load(configPath, os.Environ()) // best effort: the command reports its own errors
+		if err != nil {
+			cfg = config.Default()
+		}
+		scrub = scrubberFor(cfg)
+		id, err := runs.NewID(time.Now(), nil)
+		if err != nil {
+			return err
+		}
+		act = newAudit(actionOf(cmd), id, args, cfg.Log.Format, cmd.ErrOrStderr(), scrub)
+		act.begin()
+		cmd.SetContext(withAudit(cmd.Context(), act))
+		return nil
 	}
-	code := exitCode(err)
-	fmt.Fprintf(os.Stderr, "pg-cdc: %v\n", err)
+	err := root.Execute()
+	code := ExitOK
+	if err != nil {
+		code = exitCode(err)
+	}
+	act.end(code, err)
+	if err == nil {
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "pg-cdc: %s\n", scrub.Scrub(err.Error()))
 	if hint := cdc.HintOf(err); hint != "" {
-		fmt.Fprintf(os.Stderr, "hint: %s\n", hint)
+		fmt.Fprintf(os.Stderr, "hint: %s\n", scrub.Scrub(hint))
 	}
 	if code == ExitUsage && !errors.As(err, new(usageError)) && !errors.Is(err, postgres.ErrPreflight) {
 		// Cobra's own argument errors (unknown command or flag) land here.

@@ -52,8 +52,10 @@ func TestPreflightFails(t *testing.T) {
 			Name, Status, Detail, Fix string
 		} `json:"checks"`
 	}
-	// stdout (the report) comes first, then main's error line on stderr.
-	if err := json.NewDecoder(strings.NewReader(out)).Decode(&rep); err != nil {
+	// The report is the output's JSON document, between the audit records
+	// and main's error line on stderr.
+	report := out[max(0, strings.Index(out, "{\n")):]
+	if err := json.NewDecoder(strings.NewReader(report)).Decode(&rep); err != nil {
 		t.Fatalf("preflight --format json: %v:\n%s", err, out)
 	}
 	fixes := map[string]string{}
