@@ -97,10 +97,12 @@ func printCompaction(cmd *cobra.Command, results []compact.Result, gc compact.Co
 // runCompactionLoop compacts every table each interval until ctx ends; start
 // runs it beside the stream when compaction.interval is set. A failed pass
 // is logged and retried at the next tick: compaction never stops the stream.
+// done is told of every pass (the run's events).
 func runCompactionLoop(ctx context.Context, store interface {
 	blob.Store
 	blob.Conditional
-}, cfg config.Config, log *slog.Logger, m *metrics.Metrics) {
+}, cfg config.Config, log *slog.Logger, m *metrics.Metrics,
+	done func(results []compact.Result, gc compact.CollectResult, took time.Duration, err error)) {
 	log = log.With("component", "compaction")
 	t := time.NewTicker(cfg.Compaction.Interval)
 	defer t.Stop()
@@ -120,7 +122,9 @@ func runCompactionLoop(ctx context.Context, store interface {
 		if err != nil && ctx.Err() != nil {
 			return
 		}
-		m.CompactionDuration.Observe(time.Since(started).Seconds())
+		took := time.Since(started)
+		done(results, collected, took, err)
+		m.CompactionDuration.Observe(took.Seconds())
 		for _, r := range results {
 			m.CompactionInputRows.Add(float64(r.Versions))
 			m.CompactionOutputRows.Add(float64(r.Rows))

@@ -47,12 +47,22 @@ func newStartCmd(configPath *string) *cobra.Command {
 	}
 }
 
-func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra.Command) error {
+func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra.Command) (err error) {
 	obs, err := startObservability(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer obs.stop()
+	var committer *manifest.Committer
+	defer func() {
+		// Everything that reports to the run artifacts has stopped (the
+		// stream, compaction, the pollers) before they are closed.
+		obs.stop()
+		var last *manifest.Manifest
+		if committer != nil {
+			last = committer.Current()
+		}
+		obs.finish(err, last)
+	}()
 	opened, err := openSink(ctx, cfg)
 	if err != nil {
 		return err
@@ -66,7 +76,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err := probeSink(ctx, store, cfg, log); err != nil {
 		return err
 	}
-	committer, err := manifest.Open(ctx, store, manifest.Breaker{
+	committer, err = manifest.Open(ctx, store, manifest.Breaker{
 		Threshold: cfg.Flush.CASBreakerThreshold,
 		Window:    time.Duration(cfg.Flush.CASBreakerWindowSec) * time.Second,
 	})
@@ -76,6 +86,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	if err := checkOwner(committer.Current(), cfg); err != nil {
 		return err
 	}
+	obs.recordManifest(committer.Current())
 	committer.SetObserver(obs.metrics.Manifest())
 	fc := &flush.Committer{Store: store, Manifest: committer, Workers: cfg.Flush.ParallelWorkers, Now: time.Now}
 
@@ -86,7 +97,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			runCompactionLoop(cctx, store, cfg, log, obs.metrics)
+			runCompactionLoop(cctx, store, cfg, log, obs.metrics, obs.compacted)
 		}()
 		defer func() {
 			stopCompaction()
@@ -119,7 +130,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		}
 		wait := retryWait(cfg.Retry, attempt)
 		log.Warn("replication session failed; retrying", "err", err, "attempt", attempt, "wait", wait)
-		obs.sessionEnded(err, wait)
+		obs.sessionEnded(err, wait, attempt)
 		select {
 		case <-ctx.Done():
 			return nil // stopped while waiting: nothing is buffered, everything durable is confirmed
@@ -200,7 +211,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		return err
 	}
 	log.Info("streaming", "slot", slotName, "lsn", m.EndLSN, "epoch", m.Epoch, "tables", len(m.Tables), "provider", provider)
-	obs.streaming(slotName, m.EndLSN)
+	obs.streaming(slotName, m, string(provider))
 	defer obs.health.Connected(false)
 
 	svc, err := replicate.New(replicate.Config{
@@ -217,7 +228,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		CatchUp:         serverEnd,
 		Rows:            db,
 		Catalog:         db,
-		Observer:        obs.replicateObserver(),
+		Observer:        obs.replicateObserver(fc.Manifest.Current),
 		ReceiveTimeout:  receiveTimeout,
 	}, replSource{repl}, fc, log)
 	if err != nil {
