@@ -179,7 +179,8 @@ func (t *throttled) Read(p []byte) (int, error) {
 func (t *throttled) Close() error { return t.r.Close() }
 
 // TestS3Faults streams through a proxy that makes S3 fail in each way a
-// real store does — 503 SlowDown and 500 answers, a blackholed connection,
+// real store does — 503 SlowDown and 500 answers, a blackhole (requests
+// taken and not answered for 4 s),
 // multipart part uploads reset mid-way, download bodies cut short — while a
 // workload runs and compaction reads the files back. The SDK retries once
 // (aws.max_retries: 1), so longer faults fail a flush and the session is

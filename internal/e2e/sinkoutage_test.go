@@ -42,7 +42,8 @@ func TestS3LongBlackhole(t *testing.T) {
 	)
 	var proxy *faultProxy
 	// max_attempts is raised because every session in the blackhole
-	// fails: about one a 6-10 s, so the default 10 would almost be used up.
+	// fails, about one every 10 s: the default 10 would leave little
+	// margin on a loaded machine.
 	e := newEnv(t, envOptions{sink: "s3",
 		extraYAML: "gc:\n  grace_period: 1s\naws:\n  max_retries: 1\nretry:\n  initial_backoff: 500ms\n  max_backoff: 4s\n  max_attempts: 30\n",
 		s3Via: func(endpoint string) string {
