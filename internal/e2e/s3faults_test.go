@@ -180,12 +180,13 @@ func (t *throttled) Close() error { return t.r.Close() }
 
 // TestS3Faults streams through a proxy that makes S3 fail in each way a
 // real store does — 503 SlowDown and 500 answers, a blackhole (requests
-// taken and not answered for 4 s),
-// multipart part uploads reset mid-way, download bodies cut short — while a
-// workload runs and compaction reads the files back. The SDK retries once
-// (aws.max_retries: 1), so longer faults fail a flush and the session is
-// retried with backoff from the manifest. Retries are bounded and recover, no manifest ever names a missing file, the slot is never
-// confirmed past the manifest, and the merged state equals the source.
+// taken and not answered for 4 s), multipart part uploads reset mid-way,
+// download bodies cut short — while a workload runs and compaction reads
+// the files back. The SDK retries once (aws.max_retries: 1), so longer
+// faults fail a flush and the session is retried with backoff from the
+// manifest. Retries are bounded and recover, no manifest ever names a
+// missing file, the slot is never confirmed past the manifest, and the
+// merged state equals the source. (Longer outages: sinkoutage_test.go.)
 func TestS3Faults(t *testing.T) {
 	var proxy *faultProxy
 	e := newEnv(t, envOptions{sink: "s3", extraYAML: "gc:\n  grace_period: 1s\naws:\n  max_retries: 1\n", s3Via: func(endpoint string) string {
