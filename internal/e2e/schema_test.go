@@ -62,13 +62,15 @@ func evolvingLoad(ctx context.Context, url string, seedN int64) *background {
 // the daemon streams, without a restart: ADD COLUMN with a DEFAULT (rows
 // that existed before read it, although PostgreSQL wrote no WAL for them),
 // ADD COLUMN without one, ADD COLUMN inside a transaction that writes rows
-// before and after it, DROP COLUMN, and an add + drop in one transaction.
+// before and after it, DROP COLUMN, an add + drop in one transaction, a
+// dropped name added again, and a label added to an enum a column uses.
 // After each step the merged state equals the source.
 func TestSchemaEvolutionUnderLoad(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	seed(t, e, 100, 200)
-	e.exec(`CREATE TABLE evolving (id bigint PRIMARY KEY, a int, b text DEFAULT 'bee')`)
-	e.exec(`INSERT INTO evolving SELECT g, g, 'seed ' || g FROM generate_series(1, 300) g`)
+	e.exec(`CREATE TYPE mood AS ENUM ('sad', 'ok')`)
+	e.exec(`CREATE TABLE evolving (id bigint PRIMARY KEY, a int, b text DEFAULT 'bee', m mood DEFAULT 'ok')`)
+	e.exec(`INSERT INTO evolving SELECT g, g, 'seed ' || g, CASE WHEN g % 2 = 0 THEN 'sad'::mood END FROM generate_series(1, 300) g`)
 	e.mustRun("init")
 	d := e.start()
 	defer d.stop()
@@ -77,23 +79,26 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 	steps := []struct {
 		name string
 		sql  string
+		then string // run after sql, in its own transaction
 	}{
-		{"add column with a default", `ALTER TABLE evolving ADD COLUMN c int NOT NULL DEFAULT 42`},
-		{"add column with a default to a table with TOASTed values", `ALTER TABLE orders ADD COLUMN priority text DEFAULT 'normal'`},
-		{"add column without a default", `ALTER TABLE customers ADD COLUMN tier smallint`},
+		{"add column with a default", `ALTER TABLE evolving ADD COLUMN c int NOT NULL DEFAULT 42`, ""},
+		{"add column with a default to a table with TOASTed values", `ALTER TABLE orders ADD COLUMN priority text DEFAULT 'normal'`, ""},
+		{"add column without a default", `ALTER TABLE customers ADD COLUMN tier smallint`, ""},
 		{"add column between rows of one transaction", `BEGIN;
 			INSERT INTO evolving (id, a) VALUES (-1, -1);
 			ALTER TABLE evolving ADD COLUMN e timestamptz DEFAULT '2026-01-02 03:04:05+00';
 			INSERT INTO evolving (id, a, e) VALUES (-2, -2, '2027-01-01 00:00:00+00');
 			UPDATE evolving SET a = a * 10 WHERE id = 1;
-			COMMIT`},
-		{"drop column", `ALTER TABLE evolving DROP COLUMN b`},
+			COMMIT`, ""},
+		{"drop column", `ALTER TABLE evolving DROP COLUMN b`, ""},
 		{"add and drop in one transaction", `BEGIN;
 			ALTER TABLE evolving ADD COLUMN f text DEFAULT 'eff';
 			ALTER TABLE evolving DROP COLUMN c;
 			INSERT INTO evolving (id, a) VALUES (-3, -3);
-			COMMIT`},
-		{"add a dropped name again", `ALTER TABLE evolving ADD COLUMN b text DEFAULT 'new bee'`},
+			COMMIT`, ""},
+		{"add a dropped name again", `ALTER TABLE evolving ADD COLUMN b text DEFAULT 'new bee'`, ""},
+		{"enum add value", `ALTER TYPE mood ADD VALUE 'great' BEFORE 'ok'`,
+			`UPDATE evolving SET m = 'great' WHERE id IN (SELECT id FROM evolving ORDER BY id LIMIT 5); INSERT INTO evolving (id, a, m) VALUES (-5, -5, 'great')`},
 	}
 	for i, st := range steps {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -101,6 +106,9 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 		orders := runWorkloadFor(e.url, int64(i+1), 1500*time.Millisecond)
 		time.Sleep(500 * time.Millisecond)
 		e.exec(st.sql)
+		if st.then != "" {
+			e.exec(st.then)
+		}
 		time.Sleep(500 * time.Millisecond)
 		cancel()
 		<-load.done
@@ -138,12 +146,12 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 		got = append(got, strings.Join(cols, " "))
 	}
 	want := []string{
-		"id#1 a#2 b#3",
-		"id#1 a#2 b#3 c#4=42",
-		"id#1 a#2 b#3 c#4=42 e#5=2026-01-02 03:04:05+00",
-		"id#1 a#2 c#4=42 e#5=2026-01-02 03:04:05+00",
-		"id#1 a#2 e#5=2026-01-02 03:04:05+00 f#6=eff",
-		"id#1 a#2 e#5=2026-01-02 03:04:05+00 f#6=eff b#7=new bee",
+		"id#1 a#2 b#3 m#4",
+		"id#1 a#2 b#3 m#4 c#5=42",
+		"id#1 a#2 b#3 m#4 c#5=42 e#6=2026-01-02 03:04:05+00",
+		"id#1 a#2 m#4 c#5=42 e#6=2026-01-02 03:04:05+00",
+		"id#1 a#2 m#4 e#6=2026-01-02 03:04:05+00 f#7=eff",
+		"id#1 a#2 m#4 e#6=2026-01-02 03:04:05+00 f#7=eff b#8=new bee",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("schema versions of public.evolving:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
