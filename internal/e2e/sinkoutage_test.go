@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/pgtest"
 )
 
 // These tests take the S3 sink away for longer than a request's retries
@@ -372,4 +373,53 @@ func rssKiB(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// TestFlushLongerThanWalSenderTimeout: a flush to a slow sink outlasts the
+// server's wal_sender_timeout (3 s here), during which pg-cdc sends no
+// standby status, so PostgreSQL ends the replication connection. The flush
+// still commits; the session then fails as a transient connection error
+// and the next one resumes from the new manifest: the stream goes on,
+// nothing is lost, nothing is confirmed past the manifest.
+func TestFlushLongerThanWalSenderTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: flushes of several seconds")
+	}
+	cluster := pgtest.NewWith(t, pgtest.Options{Settings: []string{"wal_sender_timeout = '3s'"}})
+	var proxy *faultProxy
+	e := newEnv(t, envOptions{cluster: cluster, sink: "s3", maxRows: 150_000, flushInterval: 10, s3Via: func(endpoint string) string {
+		proxy = newFaultProxy(t, endpoint)
+		return proxy.URL
+	}})
+	e.exec(`CREATE TABLE events (id bigint PRIMARY KEY, kind text, payload text, at timestamptz)`)
+	e.mustRun("init")
+	proxy.slowDelay, proxy.slowRate = 200*time.Millisecond, 1<<20
+	proxy.set("slow")
+	s := e.startSampler()
+	d := e.start()
+	e.waitSlotActive(60 * time.Second)
+	for i := 0; i < 300_000; i += 50_000 {
+		e.exec(`INSERT INTO events SELECT g, 'k' || g % 7, md5(g::text) || md5((g * 31)::text) || repeat('p', 120), now()
+		        FROM generate_series($1::bigint, $2::bigint) g`, i+1, i+50_000)
+	}
+	e.waitCaughtUp(5 * time.Minute)
+	d.stop()
+	s.check()
+	out := d.out.String()
+	var long []string
+	for _, m := range regexp.MustCompile(`msg="flushed epoch" epoch=(\d+) [^\n]* duration_ms=(\d+)`).FindAllStringSubmatch(out, -1) {
+		if ms, _ := strconv.Atoi(m[2]); ms > 3000 {
+			long = append(long, "epoch "+m[1]+": "+m[2]+" ms")
+		}
+	}
+	failed := regexp.MustCompile(`msg="replication session failed; retrying" err="([^"]*)"`).FindAllStringSubmatch(out, -1)
+	t.Logf("flushes longer than wal_sender_timeout: %v; sessions failed: %d", long, len(failed))
+	for _, f := range failed {
+		t.Logf("  %s", f[1])
+	}
+	if len(long) == 0 {
+		t.Errorf("no flush outlasted wal_sender_timeout; the test wants one")
+	}
+	assertSinkEqualsSource(t, e, "public.events")
+	assertManifestFilesExist(t, e)
 }
