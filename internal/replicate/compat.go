@@ -18,16 +18,24 @@ func (s *Service) checkRecordedTypes(t *cdc.Table, sc *parquetfile.Schema) error
 	if mt == nil {
 		return nil
 	}
-	// By field id: a column keeps its type in every version that has it
-	// (a type change would be a new field).
-	recorded := map[int]manifest.Column{}
+	// By field id and source type: a column keeps its Parquet type in every
+	// version that has it with that type (a type change is the same field
+	// with another type).
+	type field struct {
+		id      int
+		typ     uint32
+		typmod  int32
+		repr    string
+		hasElem bool
+	}
+	recorded := map[field]manifest.Column{}
 	for _, sv := range mt.Schemas {
 		for _, c := range sv.Columns {
-			recorded[c.FieldID] = c
+			recorded[field{c.FieldID, c.TypeOID, c.TypeMod, c.Representation, c.ElementTypeOID != 0}] = c
 		}
 	}
 	for i, tc := range t.Columns {
-		c, ok := recorded[tc.FieldID]
+		c, ok := recorded[field{tc.FieldID, tc.TypeOID, tc.TypeMod, tc.Repr, tc.ElemTypeOID != 0}]
 		if !ok || tc.FieldID == 0 {
 			continue
 		}

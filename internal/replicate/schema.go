@@ -33,9 +33,48 @@ type relationDiff struct {
 	kept    []int // per Relation column: the table column it is, or -1 (added)
 	added   []int // Relation column indexes that are new
 	dropped []int // table column indexes the Relation no longer has
+	retyped []int // Relation column indexes whose type changed (readable)
 }
 
-func (d relationDiff) same() bool { return len(d.added) == 0 && len(d.dropped) == 0 }
+func (d relationDiff) same() bool {
+	return len(d.added) == 0 && len(d.dropped) == 0 && len(d.retyped) == 0
+}
+
+// Type OIDs a type change may involve (pg_type.dat).
+const (
+	typInt2    = 21
+	typInt4    = 23
+	typInt8    = 20
+	typText    = 25
+	typVarchar = 1043
+)
+
+// typeNames are format_type of the types a column may change to.
+var typeNames = map[uint32]string{typInt4: "integer", typInt8: "bigint", typText: "text", typVarchar: "character varying"}
+
+// readableTypeChange reports whether a column of type old may change to
+// type oid (typmod mod) with readers casting its earlier values: the
+// change must be lossless, and PostgreSQL's cast of every earlier value
+// must be exactly what the reader's cast gives, because ALTER COLUMN TYPE
+// rewrites the table without decoded WAL. So: integer widening (int2 →
+// int4/int8, int4 → int8), and integers, varchar and text to unconstrained
+// text or varchar (an integer's text cast is its output form; bool, bpchar,
+// floats and dates are not, and a USING clause can be anything).
+func readableTypeChange(old cdc.Column, oid uint32, mod int32) bool {
+	from, _ := old.ValueType()
+	if old.ElemTypeOID != 0 || len(old.EnumLabels) > 0 {
+		return false
+	}
+	switch oid {
+	case typInt4:
+		return from == typInt2 && mod == -1
+	case typInt8:
+		return (from == typInt2 || from == typInt4) && mod == -1
+	case typText, typVarchar:
+		return mod == -1 && (from == typInt2 || from == typInt4 || from == typInt8 || from == typText || from == typVarchar)
+	}
+	return false
+}
 
 // diffRelation compares a Relation message with t by column name. It
 // accepts what PostgreSQL produces for ADD COLUMN and DROP COLUMN: the
@@ -63,8 +102,11 @@ func diffRelation(t *cdc.Table, r *pgoutput.Relation) (relationDiff, error) {
 		case j < last:
 			return d, unsupportedf("column %q moved before column %q", c.Name, t.Columns[last].Name)
 		case c.TypeOID != want.TypeOID || c.TypeMod != want.TypeMod:
-			return d, unsupportedf("column %q changed type (stream type oid %d mod %d, manifest %s); type changes are not followed yet",
-				c.Name, c.TypeOID, c.TypeMod, want.PGType)
+			if !readableTypeChange(want, c.TypeOID, c.TypeMod) {
+				return d, unsupportedf("column %q changed type from %s to type oid %d mod %d, which readers cannot cast earlier values to exactly (followed: integer widening, integers and text to text)",
+					c.Name, want.PGType, c.TypeOID, c.TypeMod)
+			}
+			d.retyped = append(d.retyped, i)
 		}
 		seen[j], last = true, j
 	}
@@ -123,7 +165,14 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 	}
 	for i, rc := range r.Columns {
 		if j := d.kept[i]; j >= 0 {
-			nt.Columns = append(nt.Columns, t.Columns[j])
+			c := t.Columns[j]
+			if c.TypeOID != rc.TypeOID || c.TypeMod != rc.TypeMod {
+				// A readable type change (diffRelation): the same field,
+				// a built-in type, no domain, labels or element.
+				c.TypeOID, c.TypeMod, c.PGType = rc.TypeOID, rc.TypeMod, typeNames[rc.TypeOID]
+				c.BaseTypeOID, c.BaseTypeMod, c.ElemTypeOID, c.EnumLabels = 0, 0, 0, nil
+			}
+			nt.Columns = append(nt.Columns, c)
 			continue
 		}
 		var c cdc.Column
@@ -160,6 +209,9 @@ func describeChange(t, nt *cdc.Table, d relationDiff) string {
 	}
 	for _, j := range d.dropped {
 		parts = append(parts, fmt.Sprintf("dropped %q", t.Columns[j].Name))
+	}
+	for _, i := range d.retyped {
+		parts = append(parts, fmt.Sprintf("%q changed type from %s to %s", nt.Columns[i].Name, t.Columns[d.kept[i]].PGType, nt.Columns[i].PGType))
 	}
 	return strings.Join(parts, "; ")
 }

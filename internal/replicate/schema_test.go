@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -114,6 +115,42 @@ func TestSchemaEvolution(t *testing.T) {
 	})
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSchemaTypeChange: int → bigint and bigint → text are new versions of
+// the same field; readers cast earlier files' values; a change readers
+// cannot cast (text → int) stops with ErrSchemaChanged.
+func TestSchemaTypeChange(t *testing.T) {
+	cat := fakeCatalog{"w": {TypeOID: oidInt4, TypeMod: -1, PGType: "integer", AttNum: 3, Missing: strptr("7")}}
+	h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}, catalog: cat})
+	c1 := startLSN + 0x100
+	h.push(tx(500, c1, rel(colID, colV), insert("1", "a"))...)
+	c2 := c1 + 0x100
+	h.push(tx(501, c2, rel(colID, colV, colW), insert("2", "b", "5"))...)
+	c3 := c2 + 0x100
+	w8 := relCol{Name: "w", TypeOID: oidInt8, TypeMod: -1}
+	h.push(tx(502, c3, rel(colID, colV, w8), insert("3", "c", "5000000000"))...)
+	h.waitFor("epoch 3 durable", func() bool { return h.manifest().EndLSN == endOf(c3) })
+	mt := h.manifest().Tables["public.items"]
+	checkVersions(t, mt, []string{"1@0: id#1 v#2", "2@2: id#1 v#2 w#3=7", "3@3: id#1 v#2 w#3=7"})
+	if got := mt.CurrentSchema().Columns[2]; got.PGType != "bigint" || got.ParquetType != "INT64" {
+		t.Errorf("w after the change: %s %s, want bigint INT64", got.PGType, got.ParquetType)
+	}
+	checkMerged(t, h, mt, []string{"id=1 v=a w=7", "id=2 v=b w=5", "id=3 v=c w=5000000000"})
+
+	c4 := c3 + 0x100
+	wt := relCol{Name: "w", TypeOID: oidText, TypeMod: -1}
+	h.push(tx(503, c4, rel(colID, colV, wt), insert("4", "d", "four"))...)
+	h.waitFor("epoch 4 durable", func() bool { return h.manifest().EndLSN == endOf(c4) })
+	mt = h.manifest().Tables["public.items"]
+	checkMerged(t, h, mt, []string{"id=1 v=a w=7", "id=2 v=b w=5", "id=3 v=c w=5000000000", "id=4 v=d w=four"})
+
+	c5 := c4 + 0x100
+	h.push(tx(504, c5, rel(colID, colV, colW), insert("5", "e", "5"))...)
+	err := h.wait()
+	if !errors.Is(err, cdc.ErrSchemaChanged) || !strings.Contains(err.Error(), `column "w" changed type`) {
+		t.Errorf("text → int: %v, want ErrSchemaChanged naming the column", err)
 	}
 }
 

@@ -94,18 +94,27 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 		if sv == nil {
 			tb.Fatalf("table %s: files of schema version %d, which the manifest does not hold", table, g.version)
 		}
-		has := func(c manifest.Column) bool {
-			for _, vc := range sv.Columns {
-				// Without field ids (an older manifest): by name.
+		// The group's own column for c: same name and field id (without
+		// field ids, an older manifest, by name).
+		own := func(c manifest.Column) *manifest.Column {
+			for i, vc := range sv.Columns {
 				if vc.Name == c.Name && vc.FieldID == c.FieldID {
-					return true
+					return &sv.Columns[i]
 				}
 			}
-			return false
+			return nil
 		}
 		for _, c := range schema.Columns {
+			oc := own(c)
 			switch {
-			case has(c) && present[c.Name]:
+			case oc != nil && present[c.Name] && oc.ParquetType != c.ParquetType:
+				// A type change: the value cast as PostgreSQL cast it.
+				to := duckTypes[c.ParquetType]
+				if to == "" {
+					tb.Fatalf("table %s column %q: no cast from %s to %s", table, c.Name, oc.ParquetType, c.ParquetType)
+				}
+				sel = append(sel, "CAST("+ident(c.Name)+" AS "+to+") AS "+ident(c.Name))
+			case oc != nil && present[c.Name]:
 				sel = append(sel, ident(c.Name))
 			case c.MissingValue != nil && types[c.Name] != "":
 				sel = append(sel, "CAST("+literal(*c.MissingValue)+" AS "+types[c.Name]+") AS "+ident(c.Name))
@@ -231,6 +240,10 @@ func fileColumns(tb testing.TB, db *sql.DB, from string) (map[string]bool, map[s
 	}
 	return out, types
 }
+
+// duckTypes are the DuckDB types of the Parquet types a column may change
+// to (replicate's readableTypeChange).
+var duckTypes = map[string]string{"INT16": "SMALLINT", "INT32": "INTEGER", "INT64": "BIGINT", "STRING": "VARCHAR"}
 
 // fileGroup is files of one kind (base or delta) and schema version.
 type fileGroup struct {
