@@ -75,6 +75,14 @@ func run(args []string) int {
 		return nil
 	}
 	err := root.Execute()
+	if act == nil && err != nil {
+		// Cobra failed before the command ran (a flag that does not
+		// parse): its message may quote an argument, so the
+		// configuration's secrets are wanted too.
+		if cfg, lerr := config.Load(configPath, os.Environ()); lerr == nil {
+			scrub = scrubberFor(cfg)
+		}
+	}
 	code := ExitOK
 	if err != nil {
 		code = exitCode(err)
