@@ -58,8 +58,12 @@ func run(args []string) int {
 	// What main prints is scrubbed like the log: with the secrets of the
 	// environment, and of the configuration once the command is known.
 	scrub := scrubberFor(config.Config{})
-	var act *audit
+	var (
+		act     *audit
+		started bool // PersistentPreRunE ran
+	)
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		started = true
 		cfg, err := config.Load(configPath, os.Environ()) // best effort: the command reports its own errors
 		if err != nil {
 			cfg = config.Default()
@@ -75,7 +79,7 @@ func run(args []string) int {
 		return nil
 	}
 	err := root.Execute()
-	if act == nil && err != nil {
+	if !started && err != nil {
 		// Cobra failed before the command ran (a flag that does not
 		// parse): its message may quote an argument, so the
 		// configuration's secrets are wanted too.

@@ -200,7 +200,8 @@ func (o *observability) streaming(slot string, m *manifest.Manifest, provider st
 // attempt counts the failures in a row.
 func (o *observability) sessionEnded(err error, wait time.Duration, attempt int) {
 	o.systemd.Status(o.scrub.Scrub(fmt.Sprintf("retrying in %s after: %v", wait, err)))
-	o.health.Failed(err)
+	// /readyz and /livez show it, so it is scrubbed like the log.
+	o.health.Failed(errors.New(o.scrub.Scrub(err.Error())))
 	o.health.Waiting(time.Now().Add(wait))
 	o.metrics.Reconnects.Inc()
 	o.mu.Lock()

@@ -14,6 +14,8 @@
 //   - Every file is written whole or not at all (temporary file, then
 //     rename), except events.ndjson, which is appended one line per write.
 //   - Every byte written passes through Options.Redact first.
+//   - events.ndjson is bounded (Options.MaxEventsBytes): past it, it moves
+//     to events.ndjson.1 and a new file starts.
 //   - At most Options.Keep run directories stay under the root: the oldest
 //     (by run ID, which starts with the UTC time) are removed at Start.
 //     Anything else in the root is left alone.

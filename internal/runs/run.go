@@ -30,6 +30,12 @@ const (
 // included.
 const DefaultKeep = 20
 
+// DefaultMaxEventsBytes bounds events.ndjson: a line that would take it
+// past this first moves it to events.ndjson.1 (replacing the one there) and
+// starts a new file, so a run of months keeps at most twice this. seq goes
+// on across the files.
+const DefaultMaxEventsBytes = 64 << 20
+
 // idTime is the time part of a run ID: UTC, sortable, no separators that a
 // file system or a shell would mind.
 const idTime = "20060102T150405Z"
@@ -118,6 +124,8 @@ type Options struct {
 	// Keep is how many run directories to keep, this one included; 0
 	// means DefaultKeep.
 	Keep int
+	// MaxEventsBytes bounds events.ndjson; 0 means DefaultMaxEventsBytes.
+	MaxEventsBytes int64
 }
 
 // Run is one run directory, open for writing.
@@ -126,12 +134,13 @@ type Run struct {
 	info Info
 	opts Options
 
-	mu     sync.Mutex
-	events *os.File
-	seq    int64
-	tally  tally
-	state  *State
-	done   bool
+	mu         sync.Mutex
+	events     *os.File
+	eventBytes int64 // written to events
+	seq        int64
+	tally      tally
+	state      *State
+	done       bool
 }
 
 // Start prunes old run directories under root, creates root/<info.RunID>,
@@ -148,6 +157,9 @@ func Start(root string, info Info, opts Options) (*Run, error) {
 	}
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
+	}
+	if opts.MaxEventsBytes <= 0 {
+		opts.MaxEventsBytes = DefaultMaxEventsBytes
 	}
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
@@ -216,9 +228,34 @@ func (r *Run) emit(e Event) error {
 		line = append(line, '}')
 	}
 	r.tally.add(e, now)
-	if _, err := io.WriteString(r.events, r.opts.Redact(string(line))+"\n"); err != nil {
+	text := r.opts.Redact(string(line)) + "\n"
+	if r.eventBytes > 0 && r.eventBytes+int64(len(text)) > r.opts.MaxEventsBytes {
+		if err := r.rotateEvents(); err != nil {
+			return err
+		}
+	}
+	n, err := io.WriteString(r.events, text)
+	r.eventBytes += int64(n)
+	if err != nil {
 		return fmt.Errorf("write %s: %w", EventsFile, err)
 	}
+	return nil
+}
+
+// rotateEvents moves events.ndjson to events.ndjson.1 and starts a new one.
+func (r *Run) rotateEvents() error {
+	path := filepath.Join(r.dir, EventsFile)
+	if err := r.events.Close(); err != nil {
+		return fmt.Errorf("rotate %s: %w", EventsFile, err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		return fmt.Errorf("rotate %s: %w", EventsFile, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("rotate %s: %w", EventsFile, err)
+	}
+	r.events, r.eventBytes = f, 0
 	return nil
 }
 

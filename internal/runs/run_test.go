@@ -141,6 +141,34 @@ func TestFailedRunSummary(t *testing.T) {
 	}
 }
 
+// TestEventsRotate: events.ndjson past its bound moves to events.ndjson.1
+// and the sequence goes on in a new file.
+func TestEventsRotate(t *testing.T) {
+	r, err := Start(t.TempDir(), Info{RunID: "20260102T150405Z-000002"}, Options{MaxEventsBytes: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		must(t, r.Emit(Flushed{Epoch: uint64(i + 1), Rows: 1}))
+	}
+	must(t, r.Finish(State{}, Stop{}))
+	cur := readLines(t, filepath.Join(r.Dir(), EventsFile))
+	old := readLines(t, filepath.Join(r.Dir(), EventsFile+".1"))
+	for _, f := range []string{EventsFile, EventsFile + ".1"} {
+		if st, err := os.Stat(filepath.Join(r.Dir(), f)); err != nil || st.Size() > 600 {
+			t.Errorf("%s: %v, %d bytes", f, err, st.Size())
+		}
+	}
+	var last map[string]any
+	if err := json.Unmarshal([]byte(cur[len(cur)-1]), &last); err != nil || last["type"] != "run_stopped" || last["seq"] != 12.0 {
+		t.Fatalf("last event: %s", cur[len(cur)-1])
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(cur[0]), &first); err != nil || int(first["seq"].(float64)) != 12-len(cur)+1 || len(old) == 0 {
+		t.Fatalf("after rotation: %d and %d lines, first %s", len(old), len(cur), cur[0])
+	}
+}
+
 // TestPrune keeps the newest run directories and never touches anything
 // that is not one.
 func TestPrune(t *testing.T) {
