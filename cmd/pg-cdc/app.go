@@ -112,6 +112,12 @@ type sink interface {
 }
 
 func openSink(ctx context.Context, cfg config.Config) (sink, error) {
+	return openSinkWith(ctx, cfg, nil)
+}
+
+// openSinkWith is openSink with onRetry called for every failed attempt
+// an object store's client retries by itself (metrics).
+func openSinkWith(ctx context.Context, cfg config.Config, onRetry func()) (sink, error) {
 	st := cfg.Storage
 	switch st.Type {
 	case config.StorageFilesystem:
@@ -126,14 +132,14 @@ func openSink(ctx context.Context, cfg config.Config) (sink, error) {
 			retries = -1 // the store reads 0 as "its default"; the config means none
 		}
 		s, err := s3.New(ctx, s3.Options{Bucket: st.Bucket, Prefix: st.Prefix, Region: st.Region,
-			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries, RequestTimeout: st.RequestTimeout()})
+			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries, RequestTimeout: st.RequestTimeout(), OnRetry: onRetry})
 		if err != nil {
 			return nil, fmt.Errorf("open S3 sink %s: %w", sinkName(cfg), err)
 		}
 		return s, nil
 	case config.StorageGCS:
 		s, err := gcs.New(ctx, gcs.Options{Bucket: st.Bucket, Prefix: st.Prefix,
-			CredentialsFile: st.CredentialsFile, Endpoint: st.Endpoint})
+			CredentialsFile: st.CredentialsFile, Endpoint: st.Endpoint, OnRetry: onRetry})
 		if err != nil {
 			return nil, fmt.Errorf("open GCS sink %s: %w", sinkName(cfg), err)
 		}

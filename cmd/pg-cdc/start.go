@@ -63,7 +63,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		}
 		obs.finish(err, last)
 	}()
-	opened, err := openSink(ctx, cfg)
+	opened, err := openSinkWith(ctx, cfg, func() { obs.metrics.SinkAttemptFailed("any") })
 	if err != nil {
 		return err
 	}

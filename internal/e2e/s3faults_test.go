@@ -197,8 +197,12 @@ func TestS3Faults(t *testing.T) {
 	e.mustRun("init")
 	s := e.startSampler()
 	d := e.start()
+	base := "http://" + metricsAddr(t, d)
 	w := runWorkloadFor(e.url, 4, 20*time.Second)
 	e.waitProgress(e.manifest().EndLSN, 60*time.Second)
+	if n := counter(scrape(t, base), "pgcdc_sink_errors_total", nil); n != 0 {
+		t.Fatalf("sink errors counted before any fault: %v", n)
+	}
 
 	for _, phase := range []struct {
 		mode string
@@ -237,6 +241,19 @@ func TestS3Faults(t *testing.T) {
 	touchAll(e)
 	e.waitCaughtUp(120 * time.Second)
 	e.mustRun("compact")
+	// The error counter moved: failed attempts the SDK retried by itself,
+	// and requests that failed after its retries (which restarted a
+	// session).
+	fams := scrape(t, base)
+	attempts := counter(fams, "pgcdc_sink_errors_total", map[string]string{"kind": "attempt"})
+	requests := counter(fams, "pgcdc_sink_errors_total", map[string]string{"kind": "request"})
+	if attempts == 0 || requests == 0 {
+		t.Errorf("pgcdc_sink_errors_total did not move under faults: %v failed attempts, %v failed requests", attempts, requests)
+	}
+	if counter(fams, "pgcdc_reconnects_total", nil) == 0 {
+		t.Errorf("pgcdc_reconnects_total did not move although sessions were retried")
+	}
+	t.Logf("sink errors: %v failed attempts, %v failed requests", attempts, requests)
 	d.stop()
 	s.check()
 	for _, mode := range []string{"5xx", "blackhole", "reset-parts", "truncate"} {

@@ -81,6 +81,10 @@ type Options struct {
 	// in-process fake) and is not closed by Store.Close. CredentialsFile,
 	// Endpoint and NoAuth must then be empty.
 	Client *storage.Client
+	// OnRetry, if set, is called for every failed attempt the client is
+	// about to retry (a 5xx, a 429, a reset): metrics see a store that
+	// recovers on its own but needed to.
+	OnRetry func()
 }
 
 // Store is a sink in a GCS bucket. It is safe for concurrent use.
@@ -94,6 +98,7 @@ type Store struct {
 	chunkSize    int
 	maxAttempts  int
 	listPageSize int // 0: the server's default (1000); tests lower it
+	onRetry      func()
 }
 
 // New returns a store on opts.Bucket. It makes no request: a missing bucket
@@ -134,12 +139,23 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	} else if opts.CredentialsFile != "" || opts.Endpoint != "" || opts.NoAuth {
 		return nil, fmt.Errorf("open gcs sink %s: a ready client takes no credentials file, endpoint or NoAuth", where)
 	}
+	s.onRetry = opts.OnRetry
 	s.bucket = s.client.Bucket(opts.Bucket).Retryer(
 		storage.WithPolicy(storage.RetryAlways),
 		storage.WithMaxAttempts(s.maxAttempts),
 		storage.WithBackoff(backoff),
+		storage.WithErrorFunc(s.shouldRetry),
 	)
 	return s, nil
+}
+
+// shouldRetry is the client's own rule, counted.
+func (s *Store) shouldRetry(err error) bool {
+	retry := storage.ShouldRetry(err)
+	if retry && s.onRetry != nil {
+		s.onRetry()
+	}
+	return retry
 }
 
 // orDefault returns v, or def when v is zero.
@@ -285,7 +301,7 @@ func (s *Store) newWriter(ctx context.Context, o *storage.ObjectHandle, chunkSiz
 	// Object handles carry their own copy of the retry settings, so this
 	// changes no other call's.
 	o = o.Retryer(storage.WithErrorFunc(func(err error) bool {
-		return storage.ShouldRetry(err) && int(failed.Add(1)) < s.maxAttempts
+		return s.shouldRetry(err) && int(failed.Add(1)) < s.maxAttempts
 	}))
 	w := o.NewWriter(ctx)
 	w.ProgressFunc = func(int64) { failed.Store(0) }

@@ -95,6 +95,10 @@ type Options struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	SessionToken    string
+	// OnRetry, if set, is called for every failed attempt the SDK's
+	// retryer is about to retry (a 5xx, SlowDown, a reset, a timed-out
+	// attempt): metrics see a store that recovers on its own but needed to.
+	OnRetry func()
 
 	// backoff replaces the retryer's jittered exponential backoff, so
 	// that tests of retries need not wait.
@@ -136,12 +140,16 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	loadOpts := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(awshttp.NewBuildableClient()),
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
+			r := retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = opts.MaxRetries + 1
 				if opts.backoff != nil {
 					o.Backoff = opts.backoff
 				}
 			})
+			if opts.OnRetry == nil {
+				return r
+			}
+			return countingRetryer{Standard: r, onRetry: opts.OnRetry}
 		}),
 	}
 	if opts.Region != "" {
@@ -410,4 +418,20 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete object %s: %w", s.url(key), err)
 	}
 	return nil
+}
+
+// countingRetryer tells OnRetry about every failed attempt the standard
+// retryer judges retryable: the retry middleware asks IsErrorRetryable once
+// per failed attempt.
+type countingRetryer struct {
+	*retry.Standard
+	onRetry func()
+}
+
+func (r countingRetryer) IsErrorRetryable(err error) bool {
+	ok := r.Standard.IsErrorRetryable(err)
+	if ok {
+		r.onRetry()
+	}
+	return ok
 }
