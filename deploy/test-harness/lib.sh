@@ -75,16 +75,18 @@ alive() {
 # when it still runs after SECONDS (it is left running and tracked).
 wait_exit() {
   local pid=$1 deadline=$((SECONDS + $2))
-  while alive "$pid"; do
-    if ((SECONDS >= deadline)); then
-      WAIT_RC=124
-      return 0
-    fi
-    sleep 0.1
-  done
-  WAIT_RC=0
-  # (bash's "Killed" notice for a child that a signal ended is not news here)
-  { wait "$pid"; } 2>/dev/null || WAIT_RC=$?
+  WAIT_RC=124
+  # bash reports a background child that a signal ended ("Killed") on
+  # stderr as soon as it reaps it, which happens in this loop: not news here.
+  {
+    while alive "$pid"; do
+      ((SECONDS < deadline)) || return 0
+      sleep 0.1
+    done
+    WAIT_RC=0
+    wait "$pid" || WAIT_RC=$?
+    true
+  } 2>/dev/null
   untrack "$pid"
   [[ $pid != "$PGCDC_PID" ]] || PGCDC_PID=""
 }
