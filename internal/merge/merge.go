@@ -98,7 +98,10 @@ type Reader struct {
 	baseFiles map[string]bool // the base's file keys
 	// fills are, per file key, the values of the columns its schema
 	// version lacks (versions.go).
-	fills              map[string]map[int][]parquet.Value
+	fills map[string]map[int][]parquet.Value
+	// reads are, per file key, the schema a file whose version named
+	// columns otherwise is read with (versions.go).
+	reads              map[string]*parquet.Schema
 	truncated          bool
 	truncLSN, truncSeq int64
 	tombstones         bool
@@ -156,6 +159,9 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 		r.baseFiles[f] = true
 	}
 	if r.fills, err = versionFills(mt, schema, mt.CurrentSchema()); err != nil {
+		return nil, err
+	}
+	if r.reads, err = readSchemas(mt, table); err != nil {
 		return nil, err
 	}
 	for i, c := range table.Columns {
@@ -329,6 +335,11 @@ func (r *Reader) openLocal(local, key string) (*os.File, *parquet.Reader, error)
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("merge %s: file %s: %w", r.table.ID, key, err)
+	}
+	if rs := r.reads[key]; rs != nil {
+		// Renamed columns: read under the file's names, in the newest
+		// layout.
+		return f, parquet.NewReader(pf, rs), nil
 	}
 	if parquet.EqualNodes(pf.Schema(), r.schema.Parquet()) {
 		return f, parquet.NewReader(pf), nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
@@ -17,7 +18,10 @@ import (
 // (added after the file was written, or dropped and added again under the
 // same name) takes the value rows written before it existed read in
 // PostgreSQL: its recorded missing value (the ADD COLUMN's DEFAULT), or
-// NULL.
+// NULL. A column the file's version has under another name (a rename) is
+// read under that name (readSchemas); one it has with another type is
+// converted by parquet-go (integer widening, integer to string: the only
+// type changes the stream follows).
 
 // versionFills returns, per file key, the leaf values to put in place of
 // the columns the file's schema version lacks; files that lack none are not
@@ -34,19 +38,24 @@ func versionFills(mt *manifest.Table, schema *parquetfile.Schema, newest *manife
 		if sv == nil {
 			return nil, fmt.Errorf("merge %s: a file was written with schema version %d, which the manifest does not hold", mt.ID(), v)
 		}
-		// The same column: same field id and name (without field ids, an
-		// older manifest, by name alone).
+		// The same column: the same field id, whatever its name there (a
+		// rename; readSchemas reads it under that name); without field ids
+		// (an older manifest), the same name.
 		type ident struct {
 			name string
 			id   int
 		}
 		have := map[ident]bool{}
 		for _, c := range sv.Columns {
-			have[ident{c.Name, c.FieldID}] = true
+			if c.FieldID != 0 {
+				have[ident{id: c.FieldID}] = true
+			} else {
+				have[ident{name: c.Name}] = true
+			}
 		}
 		var fills map[int][]parquet.Value
 		for i, c := range newest.Columns {
-			if have[ident{c.Name, c.FieldID}] {
+			if (c.FieldID != 0 && have[ident{id: c.FieldID}]) || (c.FieldID == 0 && have[ident{name: c.Name}]) {
 				continue
 			}
 			vals, ok := values[i]
@@ -109,4 +118,74 @@ func fillRow(row parquet.Row, fills map[int][]parquet.Value) parquet.Row {
 		out = append(out, v)
 	}
 	return out
+}
+
+// readSchemas returns, per file key, the schema to read the file with when
+// its version names some newest-version columns otherwise (renamed: same
+// field id, another name). It is the newest schema with those columns under
+// the file's names, so parquet-go finds them and the rows come out in the
+// newest layout; columns the file's version lacks get a name no file holds
+// (they read NULL, and versionFills fills them).
+func readSchemas(mt *manifest.Table, newest *cdc.Table) (map[string]*parquet.Schema, error) {
+	out := map[string]*parquet.Schema{}
+	byVersion := map[int]*parquet.Schema{}
+	forVersion := func(v int) (*parquet.Schema, error) {
+		if ps, ok := byVersion[v]; ok {
+			return ps, nil
+		}
+		sv := mt.SchemaAt(v)
+		if sv == nil {
+			return nil, fmt.Errorf("merge %s: a file was written with schema version %d, which the manifest does not hold", mt.ID(), v)
+		}
+		names := map[int]string{}
+		for _, c := range sv.Columns {
+			if c.FieldID != 0 {
+				names[c.FieldID] = c.Name
+			}
+		}
+		t := *newest
+		t.Columns = append([]cdc.Column(nil), newest.Columns...)
+		renamed := false
+		for i, c := range t.Columns {
+			name, ok := names[c.FieldID]
+			switch {
+			case c.FieldID == 0 || (ok && name == c.Name):
+			case ok:
+				t.Columns[i].Name, renamed = name, true
+			default:
+				t.Columns[i].Name = fmt.Sprintf("__pgcdc_absent_%d", i)
+			}
+		}
+		var ps *parquet.Schema
+		if renamed {
+			sc, err := parquetfile.NewSchema(&t)
+			if err != nil {
+				return nil, fmt.Errorf("merge %s: read schema of version %d: %w", mt.ID(), v, err)
+			}
+			ps = sc.Parquet()
+		}
+		byVersion[v] = ps
+		return ps, nil
+	}
+	add := func(v int, files []manifest.File) error {
+		ps, err := forVersion(v)
+		if err != nil || ps == nil {
+			return err
+		}
+		for _, f := range files {
+			out[f.Path] = ps
+		}
+		return nil
+	}
+	if mt.Base != nil {
+		if err := add(mt.Base.SchemaVersion, mt.Base.Files); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range mt.Deltas {
+		if err := add(d.SchemaVersion, d.Files); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -129,15 +129,23 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 			Hint:  "a re-created table is a new table; rebuild the capture with teardown and init",
 		}
 	}
-	d, err := diffRelation(t, r)
-	if err == nil && !d.same() {
+	base, renamed, err := s.renames(ctx, t, r)
+	if err != nil {
+		var u unsupported
+		if errors.As(err, &u) {
+			return unsupportedChange(id, err)
+		}
+		return fmt.Errorf("table %s: schema change: %w", id, err)
+	}
+	d, err := diffRelation(base, r)
+	if err == nil && (!d.same() || len(renamed) > 0) {
 		if old := s.replayedVersion(id, r); old != nil {
 			// A transaction the manifest already holds, replayed with the
 			// schema it was written under: not a change.
 			s.byRel[r.RelID] = newBinding(old)
 			return nil
 		}
-		nt, err := s.evolve(ctx, t, r, d, s.fieldHighOf(t))
+		nt, err := s.evolve(ctx, base, r, d, s.fieldHighOf(t))
 		var u unsupported
 		if errors.As(err, &u) {
 			return unsupportedChange(id, err)
@@ -151,7 +159,7 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
 		s.byName[id.String()] = nt
 		s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion,
-			"change", describeChange(t, nt, d))
+			"change", describeChange(base, nt, d, renamed))
 		t = nt
 	}
 	if err != nil {

@@ -97,7 +97,7 @@ func diffRelation(t *cdc.Table, r *pgoutput.Relation) (relationDiff, error) {
 		want := t.Columns[j]
 		switch {
 		case len(d.added) > 0:
-			return d, unsupportedf("column %q follows the new column %q (a renamed column keeps its place; renames are not followed yet)",
+			return d, unsupportedf("column %q follows the new column %q (a new column comes last; a renamed one was not recognised)",
 				c.Name, r.Columns[d.added[0]].Name)
 		case j < last:
 			return d, unsupportedf("column %q moved before column %q", c.Name, t.Columns[last].Name)
@@ -152,7 +152,9 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 		for _, c := range described {
 			for _, j := range d.dropped {
 				if c.AttNum != 0 && c.AttNum == t.Columns[j].AttNum {
-					return nil, unsupportedf("column %q was renamed to %q; renames are not followed yet", t.Columns[j].Name, c.Name)
+					// renames found it first; reaching here means the catalog
+					// changed between the two reads.
+					return nil, fmt.Errorf("column %q was renamed to %q while the change was being read", t.Columns[j].Name, c.Name)
 				}
 			}
 		}
@@ -196,9 +198,67 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 	return nt, nil
 }
 
+// renames recognises renamed columns through the catalog: a name the
+// Relation has and t does not, whose attnum is that of a column of t the
+// Relation no longer names, is that column renamed (pgoutput sends names
+// only; a rename is never guessed from names or positions). It returns t
+// with those columns renamed (field id, attnum and missing value kept) and
+// the renames as "old → new"; t itself when there are none.
+func (s *Service) renames(ctx context.Context, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, []string, error) {
+	var unknown []string
+	names := map[string]bool{}
+	for _, c := range r.Columns {
+		names[c.Name] = true
+		if t.ColumnIndex(c.Name) < 0 {
+			unknown = append(unknown, c.Name)
+		}
+	}
+	var gone []int
+	for j, c := range t.Columns {
+		if !names[c.Name] {
+			gone = append(gone, j)
+		}
+	}
+	if len(unknown) == 0 || len(gone) == 0 {
+		return t, nil, nil
+	}
+	if s.catalog == nil {
+		return nil, nil, unsupportedf("no catalog connection to tell renamed columns from dropped and added ones")
+	}
+	described, err := s.catalog.DescribeColumns(ctx, r.RelID, unknown)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe new column names: %w", err)
+	}
+	var out *cdc.Table
+	var renamed []string
+	for _, c := range described {
+		for _, j := range gone {
+			if c.AttNum == 0 || c.AttNum != t.Columns[j].AttNum {
+				continue
+			}
+			for _, k := range t.PrimaryKey {
+				if k == t.Columns[j].Name {
+					return nil, nil, unsupportedf("key column %q was renamed to %q; renaming a key column is not followed", k, c.Name)
+				}
+			}
+			if out == nil {
+				cp := *t
+				cp.Columns = append([]cdc.Column(nil), t.Columns...)
+				out = &cp
+			}
+			renamed = append(renamed, fmt.Sprintf("%q → %q", out.Columns[j].Name, c.Name))
+			out.Columns[j].Name = c.Name
+		}
+	}
+	if out == nil {
+		return t, nil, nil
+	}
+	return out, renamed, nil
+}
+
 // describeChange says what a new schema version changed, for the log.
-func describeChange(t, nt *cdc.Table, d relationDiff) string {
-	var parts []string
+func describeChange(t, nt *cdc.Table, d relationDiff, renamed []string) string {
+	parts := append([]string(nil), renamed...)
 	for _, i := range d.added {
 		c := nt.Columns[i]
 		def := "NULL"

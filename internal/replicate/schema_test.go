@@ -64,6 +64,8 @@ func TestSchemaEvolution(t *testing.T) {
 		"w": {TypeOID: oidInt4, TypeMod: -1, PGType: "integer", AttNum: 3, Missing: strptr("7")},
 		"v": {TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 4},
 		"x": {TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 5, Missing: strptr("hello world")},
+		// v renamed: its attnum.
+		"vv": {TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 4},
 	}
 	h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}, catalog: cat})
 	c := startLSN + 0x100
@@ -112,6 +114,22 @@ func TestSchemaEvolution(t *testing.T) {
 	checkMerged(t, h, mt, []string{
 		"id=1 v=null x=hello world", "id=2 v=null x=hello world", "id=3 v=null x=hello world",
 		"id=4 v=null x=hello world", "id=5 v=null x=hello world", "id=6 v=f x=hello world", "id=7 v=g x=xx",
+	})
+
+	// Epoch 6: RENAME COLUMN v TO vv (recognised by attnum: the same field,
+	// its values kept), in the middle of the column list.
+	c6 := next()
+	h.push(tx(505, c6, rel(colID, relCol{Name: "vv", TypeOID: oidText, TypeMod: -1}, relCol{Name: "x", TypeOID: oidText, TypeMod: -1}),
+		insert("8", "h", "yy"))...)
+	h.waitFor("epoch 6 durable", func() bool { return h.manifest().EndLSN == endOf(c6) })
+	mt = h.manifest().Tables["public.items"]
+	if got := mt.CurrentSchema(); got.Version != 6 || got.Columns[1].Name != "vv" || got.Columns[1].FieldID != 4 {
+		t.Errorf("after the rename: version %d, column 2 %q field id %d; want 6, vv, 4", got.Version, got.Columns[1].Name, got.Columns[1].FieldID)
+	}
+	checkMerged(t, h, mt, []string{
+		"id=1 vv=null x=hello world", "id=2 vv=null x=hello world", "id=3 vv=null x=hello world",
+		"id=4 vv=null x=hello world", "id=5 vv=null x=hello world", "id=6 vv=f x=hello world", "id=7 vv=g x=xx",
+		"id=8 vv=h x=yy",
 	})
 	if err := h.stop(); err != nil {
 		t.Fatal(err)

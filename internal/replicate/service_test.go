@@ -476,11 +476,18 @@ func TestHardErrors(t *testing.T) {
 		naming string // the error names this
 	}{
 		{
-			name: "column renamed",
+			name: "column renamed without a catalog",
 			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
 				relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
 				relCol{Name: "w", TypeOID: oidText, TypeMod: -1})),
-			class: cdc.ErrSchemaChanged, naming: "renamed to \"w\"",
+			class: cdc.ErrSchemaChanged, naming: "public.items",
+		},
+		{
+			name: "key column renamed",
+			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
+				relCol{Key: true, Name: "key", TypeOID: oidInt8, TypeMod: -1},
+				relCol{Name: "v", TypeOID: oidText, TypeMod: -1})),
+			class: cdc.ErrSchemaChanged, naming: `key column "id" was renamed`,
 		},
 		{
 			name: "key column dropped",
@@ -538,9 +545,9 @@ func TestHardErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}}
-			if tc.name == "column renamed" {
-				// The catalog says w has v's attnum (2, its field id).
-				o.catalog = fakeCatalog{"w": {Name: "w", TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 2}}
+			if tc.name == "key column renamed" {
+				// The catalog says key has id's attnum (1, its field id).
+				o.catalog = fakeCatalog{"key": {Name: "key", TypeOID: oidInt8, TypeMod: -1, PGType: "bigint", AttNum: 1}}
 			}
 			h := start(t, o)
 			// A committed transaction first: its confirmation must survive,

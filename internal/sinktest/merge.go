@@ -94,11 +94,11 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 		if sv == nil {
 			tb.Fatalf("table %s: files of schema version %d, which the manifest does not hold", table, g.version)
 		}
-		// The group's own column for c: same name and field id (without
-		// field ids, an older manifest, by name).
+		// The group's own column for c: the same field id, under any name
+		// (a rename); without field ids (an older manifest), the same name.
 		own := func(c manifest.Column) *manifest.Column {
 			for i, vc := range sv.Columns {
-				if vc.Name == c.Name && vc.FieldID == c.FieldID {
+				if (c.FieldID != 0 && vc.FieldID == c.FieldID) || (c.FieldID == 0 && vc.FieldID == 0 && vc.Name == c.Name) {
 					return &sv.Columns[i]
 				}
 			}
@@ -107,15 +107,15 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 		for _, c := range schema.Columns {
 			oc := own(c)
 			switch {
-			case oc != nil && present[c.Name] && oc.ParquetType != c.ParquetType:
+			case oc != nil && present[oc.Name] && oc.ParquetType != c.ParquetType:
 				// A type change: the value cast as PostgreSQL cast it.
 				to := duckTypes[c.ParquetType]
 				if to == "" {
 					tb.Fatalf("table %s column %q: no cast from %s to %s", table, c.Name, oc.ParquetType, c.ParquetType)
 				}
-				sel = append(sel, "CAST("+ident(c.Name)+" AS "+to+") AS "+ident(c.Name))
-			case oc != nil && present[c.Name]:
-				sel = append(sel, ident(c.Name))
+				sel = append(sel, "CAST("+ident(oc.Name)+" AS "+to+") AS "+ident(c.Name))
+			case oc != nil && present[oc.Name]:
+				sel = append(sel, ident(oc.Name)+" AS "+ident(c.Name))
 			case c.MissingValue != nil && types[c.Name] != "":
 				sel = append(sel, "CAST("+literal(*c.MissingValue)+" AS "+types[c.Name]+") AS "+ident(c.Name))
 			case c.MissingValue != nil:
