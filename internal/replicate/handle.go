@@ -107,11 +107,13 @@ func (s *Service) extendXID(x uint32) cdc.XID {
 
 // bind checks a Relation message against the table's current schema
 // version and remembers which table the relation id means. A Relation that
-// adds or drops columns makes the next schema version (evolve), which the
-// open epoch commits with its deltas: rows from here on are written under
-// it. Changes not followed yet (type change, rename, a dropped key column)
-// and a table that is not captured, or was re-created, are hard errors:
-// writing rows under the wrong columns would corrupt the table silently.
+// adds, drops, renames or (readably) retypes columns makes the next schema
+// version (nextVersion), which the open epoch commits with its deltas: rows
+// from here on are written under it. One that describes an older version
+// inside a replayed transaction binds that version. Other changes (a type
+// change readers cannot cast, a dropped or renamed key column) and a table
+// that is not captured, or was re-created, are hard errors: writing rows
+// under the wrong columns would corrupt the table silently.
 func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 	id := cdc.TableID{Schema: r.Namespace, Name: r.Name}
 	t := s.byName[id.String()]
@@ -129,42 +131,31 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 			Hint:  "a re-created table is a new table; rebuild the capture with teardown and init",
 		}
 	}
-	base, renamed, err := s.renames(ctx, t, r)
-	if err != nil {
-		var u unsupported
-		if errors.As(err, &u) {
-			return unsupportedChange(id, err)
-		}
-		return fmt.Errorf("table %s: schema change: %w", id, err)
+	if d, err := diffRelation(t, r); err == nil && d.same() {
+		s.byRel[r.RelID] = newBinding(t)
+		return nil
 	}
-	d, err := diffRelation(base, r)
-	if err == nil && (!d.same() || len(renamed) > 0) {
-		if old := s.replayedVersion(id, r); old != nil {
-			// A transaction the manifest already holds, replayed with the
-			// schema it was written under: not a change.
-			s.byRel[r.RelID] = newBinding(old)
-			return nil
-		}
-		nt, err := s.evolve(ctx, base, r, d, s.fieldHighOf(t))
-		var u unsupported
-		if errors.As(err, &u) {
-			return unsupportedChange(id, err)
-		}
-		if err != nil {
-			return fmt.Errorf("table %s: schema change: %w", id, err)
-		}
-		if _, err := s.schema(nt); err != nil {
-			return err
-		}
-		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
-		s.byName[id.String()] = nt
-		s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion,
-			"change", describeChange(base, nt, d, renamed))
-		t = nt
+	if old := s.replayedVersion(id, r); old != nil {
+		// A transaction the manifest already holds, replayed with the
+		// schema it was written under: not a change.
+		s.byRel[r.RelID] = newBinding(old)
+		return nil
 	}
-	if err != nil {
+	nt, change, err := s.nextVersion(ctx, t, r)
+	var u unsupported
+	if errors.As(err, &u) {
 		return unsupportedChange(id, err)
 	}
+	if err != nil {
+		return fmt.Errorf("table %s: schema change: %w", id, err)
+	}
+	if _, err := s.schema(nt); err != nil {
+		return err
+	}
+	s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
+	s.byName[id.String()] = nt
+	s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion, "change", change)
+	t = nt
 	s.byRel[r.RelID] = newBinding(t)
 	return nil
 }

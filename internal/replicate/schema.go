@@ -198,6 +198,25 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 	return nt, nil
 }
 
+// nextVersion returns the schema version that follows t for Relation r
+// (renames recognised through the catalog, then added, dropped and retyped
+// columns), and a description of the change for the log.
+func (s *Service) nextVersion(ctx context.Context, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, string, error) {
+	base, renamed, err := s.renames(ctx, t, r)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := diffRelation(base, r)
+	if err != nil {
+		return nil, "", err
+	}
+	nt, err := s.evolve(ctx, base, r, d, s.fieldHighOf(t))
+	if err != nil {
+		return nil, "", err
+	}
+	return nt, describeChange(base, nt, d, renamed), nil
+}
+
 // renames recognises renamed columns through the catalog: a name the
 // Relation has and t does not, whose attnum is that of a column of t the
 // Relation no longer names, is that column renamed (pgoutput sends names
