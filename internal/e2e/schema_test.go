@@ -229,3 +229,40 @@ func TestSchemaChangeStopsWithoutLoss(t *testing.T) {
 		t.Errorf("restart after a schema change: exit %d, want 16:\n%s", code, lines(withoutDebug(out), 10))
 	}
 }
+
+// TestKillAfterSchemaChangeCommitted kills the daemon after the manifest
+// holding new schema versions is written and before its position is
+// confirmed: the restart replays transactions from before and after the
+// changes, each Relation describing the table as it was, and binds them to
+// the versions the manifest already holds instead of making new ones.
+func TestKillAfterSchemaChangeCommitted(t *testing.T) {
+	e := newEnv(t, envOptions{flushInterval: 2})
+	e.exec(`CREATE TABLE evolving (id bigint PRIMARY KEY, a int, b text)`)
+	e.exec(`INSERT INTO evolving SELECT g, g, 'seed' FROM generate_series(1, 50) g`)
+	e.mustRun("init")
+	d := e.start("PGCDC_FAILPOINTS=flush/after-manifest=kill@2")
+	e.exec(`INSERT INTO evolving VALUES (101, 1, 'first epoch')`)
+	e.waitCaughtUp(60 * time.Second)
+	// One epoch: a row under the first version, ADD COLUMN with a row,
+	// DROP COLUMN with a row.
+	e.exec(`INSERT INTO evolving VALUES (102, 2, 'old shape')`)
+	e.exec(`ALTER TABLE evolving ADD COLUMN c int DEFAULT 5`)
+	e.exec(`INSERT INTO evolving VALUES (103, 3, 'added', 33)`)
+	e.exec(`ALTER TABLE evolving DROP COLUMN b`)
+	e.exec(`INSERT INTO evolving VALUES (104, 4, 44)`)
+	if code := d.wait(60 * time.Second); code != 137 {
+		t.Fatalf("expected the failpoint to kill the daemon (exit 137), got %d:\n%s", code, lines(withoutDebug(d.out.String()), 20))
+	}
+	before := len(e.manifest().Tables["public.evolving"].Schemas)
+	if before != 3 {
+		t.Fatalf("the killed flush committed %d schema versions, want 3", before)
+	}
+	d = e.start()
+	defer d.stop()
+	e.exec(`INSERT INTO evolving VALUES (105, 5, 55)`)
+	e.waitCaughtUp(60 * time.Second)
+	if n := len(e.manifest().Tables["public.evolving"].Schemas); n != 3 {
+		t.Errorf("after the replay the table has %d schema versions, want still 3", n)
+	}
+	assertSinkEqualsSource(t, e, "public.evolving")
+}
