@@ -13,7 +13,7 @@ func newConfigCmd(configPath *string) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	var redacted bool
-	print := &cobra.Command{
+	printCmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the effective configuration (defaults, file, environment) as YAML, secrets redacted",
 		Long: `print writes the configuration pg-cdc would run with, after the defaults,
@@ -49,7 +49,7 @@ the audit stream records that it was asked for.`,
 			return err
 		},
 	}
-	print.Flags().BoolVar(&redacted, "redacted", true, "replace secrets with xxxxx (--redacted=false prints them)")
-	cmd.AddCommand(print)
+	printCmd.Flags().BoolVar(&redacted, "redacted", true, "replace secrets with xxxxx (--redacted=false prints them)")
+	cmd.AddCommand(printCmd)
 	return cmd
 }

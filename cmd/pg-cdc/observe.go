@@ -44,8 +44,7 @@ type observability struct {
 	health  *health.Tracker
 	systemd *systemd
 	scrub   *logging.Scrubber
-	// run is this run's artifacts (state.path/runs/<run_id>/); nil until
-	// startObservability has created them.
+	// run is this run's artifacts (state.path/runs/<run_id>/).
 	run *runs.Run
 
 	// What state.json reports beyond health. The stream's gauges are
@@ -80,6 +79,13 @@ func startObservability(ctx context.Context, cfg config.Config, log *slog.Logger
 		scrub:   scrubberFor(cfg),
 		tables:  map[string]runs.TableState{},
 	}
+	// The run first: every goroutine below may report to it.
+	run, err := startRun(ctx, cfg, o.scrub)
+	if err != nil {
+		return nil, err
+	}
+	o.run = run
+	log.Info("writing run artifacts", "run_id", run.ID(), "dir", run.Dir())
 	o.ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	o.wg.Go(func() { o.systemd.RunWatchdog(o.ctx, func() bool { return o.health.Status().Alive }) })
 	o.wg.Go(func() {
@@ -94,8 +100,10 @@ func startObservability(ctx context.Context, cfg config.Config, log *slog.Logger
 	if cfg.Metrics.Listen != "" {
 		ln, err := server.Listen(cfg.Metrics.Listen)
 		if err != nil {
+			err = usageError{fmt.Errorf("metrics.listen: %w (set metrics.listen to a free host:port, or to \"\" to turn the endpoint off)", err)}
 			o.stop()
-			return nil, usageError{fmt.Errorf("metrics.listen: %w (set metrics.listen to a free host:port, or to \"\" to turn the endpoint off)", err)}
+			o.finish(err, nil)
+			return nil, err
 		}
 		log.Info("serving metrics and health", "metrics_addr", ln.Addr().String())
 		o.wg.Go(func() {
@@ -104,13 +112,6 @@ func startObservability(ctx context.Context, cfg config.Config, log *slog.Logger
 			}
 		})
 	}
-	run, err := startRun(ctx, cfg, o.scrub)
-	if err != nil {
-		o.stop()
-		return nil, err
-	}
-	o.run = run
-	log.Info("writing run artifacts", "run_id", run.ID(), "dir", run.Dir())
 	o.wg.Go(func() { tick(o.ctx, stateInterval, func(context.Context) { o.writeState() }) })
 	return o, nil
 }
