@@ -77,6 +77,11 @@ type Column struct {
 	// DEFAULT, which PostgreSQL applied without rewriting them or writing
 	// WAL); nil reads NULL.
 	Missing *string
+	// VolatileDefault: the column's default calls a volatile function and
+	// there is no missing value, which is what ADD COLUMN with such a
+	// default leaves (the table was rewritten with a value per row, and no
+	// WAL carries those values). Set only by a catalog description.
+	VolatileDefault bool
 }
 
 // ValueType returns the type OID and typmod the values have: the base type

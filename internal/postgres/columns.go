@@ -16,6 +16,8 @@ import (
 // non-volatile default; nil when there is none, and those rows read NULL).
 // Columns are returned in the order of names; a name the table no longer
 // has (dropped or renamed since) comes back with AttNum 0 and no type.
+// VolatileDefault is set for a column whose default calls a volatile
+// function and that has no missing value.
 //
 // The missing value is attmissingval's single element in text form, read
 // under this adapter's session settings, so it has the form pgoutput sends
@@ -28,8 +30,14 @@ func (db *DB) DescribeColumns(ctx context.Context, rel uint32, names []string) (
 		out[i].Name = n
 	}
 	err := db.with(ctx, func(c *pgx.Conn) error {
+		// A default is volatile when its expression calls a volatile
+		// function (the funcids of its node tree).
 		rows, err := c.Query(ctx, `SELECT a.attname::text, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod),
-				a.attnotnull, a.attnum, a.atthasmissing, (a.attmissingval::text::text[])[1]
+				a.attnotnull, a.attnum, a.atthasmissing, (a.attmissingval::text::text[])[1],
+				coalesce((SELECT bool_or(p.provolatile = 'v')
+					FROM pg_attrdef d, regexp_matches(d.adbin::text, ':funcid (\d+)', 'g') AS f(m)
+					JOIN pg_proc p ON p.oid = f.m[1]::oid
+					WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum), false)
 			FROM pg_attribute a
 			WHERE a.attrelid = $1 AND a.attname = ANY($2::text[]) AND a.attnum > 0 AND NOT a.attisdropped`, rel, names)
 		if err != nil {
@@ -40,10 +48,12 @@ func (db *DB) DescribeColumns(ctx context.Context, rel uint32, names []string) (
 			attnum     int16
 			hasMissing bool
 			missing    *string
+			volatile   bool
 		)
 		byName := map[string]cdc.Column{}
-		_, err = pgx.ForEachRow(rows, []any{&col.Name, &col.TypeOID, &col.TypeMod, &col.PGType, &col.NotNull, &attnum, &hasMissing, &missing}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&col.Name, &col.TypeOID, &col.TypeMod, &col.PGType, &col.NotNull, &attnum, &hasMissing, &missing, &volatile}, func() error {
 			col.AttNum = int(attnum)
+			col.VolatileDefault = volatile && !hasMissing
 			col.Missing = nil
 			if hasMissing && missing != nil {
 				v := *missing

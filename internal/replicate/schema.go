@@ -150,6 +150,11 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 			return nil, fmt.Errorf("describe added columns: %d columns for %d names", len(described), len(names))
 		}
 		for _, c := range described {
+			if c.VolatileDefault {
+				// PostgreSQL rewrote the table with a value per row (no WAL
+				// carries them); NULL for the earlier rows would be wrong.
+				return nil, unsupportedf("column %q was added with a volatile default: its values for earlier rows were never streamed (resnapshot the table)", c.Name)
+			}
 			for _, j := range d.dropped {
 				if c.AttNum != 0 && c.AttNum == t.Columns[j].AttNum {
 					// renames found it first; reaching here means the catalog

@@ -483,6 +483,14 @@ func TestHardErrors(t *testing.T) {
 			class: cdc.ErrSchemaChanged, naming: "public.items",
 		},
 		{
+			name: "column added with a volatile default",
+			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
+				relCol{Key: true, Name: "id", TypeOID: oidInt8, TypeMod: -1},
+				relCol{Name: "v", TypeOID: oidText, TypeMod: -1},
+				relCol{Name: "r", TypeOID: oidText, TypeMod: -1})),
+			class: cdc.ErrSchemaChanged, naming: `column "r" was added with a volatile default`,
+		},
+		{
 			name: "key column renamed",
 			msgs: data(begin, pgRelation(0, false, itemsOID, "public", "items",
 				relCol{Key: true, Name: "key", TypeOID: oidInt8, TypeMod: -1},
@@ -545,6 +553,9 @@ func TestHardErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}}
+			if tc.name == "column added with a volatile default" {
+				o.catalog = fakeCatalog{"r": {Name: "r", TypeOID: oidText, TypeMod: -1, PGType: "text", AttNum: 3, VolatileDefault: true}}
+			}
 			if tc.name == "key column renamed" {
 				// The catalog says key has id's attnum (1, its field id).
 				o.catalog = fakeCatalog{"key": {Name: "key", TypeOID: oidInt8, TypeMod: -1, PGType: "bigint", AttNum: 1}}
