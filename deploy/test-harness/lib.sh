@@ -319,14 +319,26 @@ pgcdc_start() {
 }
 
 # manifest_end_lsn: the manifest's end LSN (the durable position).
-manifest_end_lsn() {
-  grep -o '"end_lsn": *"[^"]*"' "$SINK/_pgcdc/manifest.json" | head -1 | sed 's/.*"\([^"]*\)"$/\1/'
+manifest_end_lsn() { manifest_field end_lsn; }
+
+# manifest_field NAME: the first value of NAME in the manifest, which is
+# the top-level one (it precedes the tables and the history). One awk that
+# stops reading: a "grep | head" would die of SIGPIPE under pipefail once
+# the manifest grows.
+manifest_field() {
+  awk -v key="\"$1\":" '{
+    i = index($0, key)
+    if (i == 0) next
+    v = substr($0, i + length(key))
+    sub(/^ *"?/, "", v)
+    sub(/["},].*$/, "", v)
+    print v
+    exit
+  }' "$SINK/_pgcdc/manifest.json"
 }
 
 # manifest_epoch: the manifest's epoch (0 right after init).
-manifest_epoch() {
-  grep -o '"epoch": *[0-9]*' "$SINK/_pgcdc/manifest.json" | head -1 | grep -o '[0-9]*$'
-}
+manifest_epoch() { manifest_field epoch; }
 
 # wait_epoch_after EPOCH SECONDS: waits until the manifest's epoch passes
 # EPOCH; fails after SECONDS.
@@ -491,7 +503,7 @@ signal_loop_main() {
     [[ $WAIT_RC == "$expected" ]] ||
       die "cycle $i: pg-cdc exited $WAIT_RC after SIG$signal at $ms ms, want $expected: $(tail -8 "$WORK/start.log")"
     if [[ $signal == TERM ]]; then
-      tail -3 "$WORK/start.log" | grep -q 'msg="stopped cleanly"' ||
+      [[ $(tail -3 "$WORK/start.log") == *'msg="stopped cleanly"'* ]] ||
         die "cycle $i: exit 0 without 'stopped cleanly': $(tail -5 "$WORK/start.log")"
     fi
     check_not_over_confirmed
