@@ -62,6 +62,7 @@ type Metrics struct {
 	Reconnects                 prometheus.Counter
 	Heartbeats                 *prometheus.CounterVec
 	ValueCoercions             prometheus.Counter
+	SchemaEvolutions           *prometheus.CounterVec
 
 	CompactionRuns        *prometheus.CounterVec
 	CompactionDuration    prometheus.Histogram
@@ -126,6 +127,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			"Seconds reception was paused for a flush while the server had more WAL to send."),
 		Reconnects: f.counter("reconnects_total", "Replication sessions started again after a transient failure."),
 		Heartbeats: f.counterVec("heartbeats_total", "Heartbeat messages emitted on the source, by result.", "result"),
+		SchemaEvolutions: f.counterVec("schema_evolutions_total",
+			"New schema versions followed from the stream (a column added, dropped, renamed or retyped), by table.", "table"),
 		ValueCoercions: f.counter("value_coercions_total",
 			"Values written by a documented type rule (docs/types.md), e.g. infinity as an extreme value."),
 
@@ -167,8 +170,9 @@ func (m *Metrics) Replicate(beat func(), durable func(cdc.LSN, time.Time)) repli
 			m.EventChannelFull.Inc()
 			m.EventChannelBlockedSeconds.Add(d.Seconds())
 		},
-		Beat:    beat,
-		Durable: durable,
+		SchemaChanged: func(t cdc.TableID) { m.SchemaEvolutions.WithLabelValues(t.String()).Inc() },
+		Beat:          beat,
+		Durable:       durable,
 	}
 }
 

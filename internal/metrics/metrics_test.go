@@ -130,6 +130,10 @@ func TestReplicateObserverFeedsMetrics(t *testing.T) {
 	c.Add(1)
 	obs.Flushed(replicate.FlushStats{Rows: 10, Bytes: 2048, Adjusted: 3})
 	obs.Beat()
+	obs.SchemaChanged(cdc.TableID{Schema: "public", Name: "t"})
+	if got := testutil.ToFloat64(m.SchemaEvolutions.WithLabelValues("public.t")); got != 1 {
+		t.Errorf("schema evolutions = %v", got)
+	}
 	if got := testutil.ToFloat64(m.Events.WithLabelValues("public.t", "D")); got != 2 {
 		t.Errorf("events = %v", got)
 	}
