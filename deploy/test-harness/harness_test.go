@@ -96,6 +96,7 @@ func runSelfTest(t *testing.T, script, bin string) {
 // TestShellcheck lints the scripts when shellcheck is installed
 // (.shellcheckrc beside them holds the settings).
 func TestShellcheck(t *testing.T) {
+	t.Parallel()
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
 		t.Skip("shellcheck not installed")
