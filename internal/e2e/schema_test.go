@@ -64,7 +64,8 @@ func evolvingLoad(ctx context.Context, url string, seedN int64) *background {
 // ADD COLUMN without one, ADD COLUMN inside a transaction that writes rows
 // before and after it, DROP COLUMN, an add + drop in one transaction, a
 // dropped name added again, a label added to an enum a column uses, int →
-// bigint, int → text and a rename.
+// bigint, int → text, a rename, and an ADD COLUMN inside a streamed
+// transaction between its rows.
 // After each step the merged state equals the source.
 func TestSchemaEvolutionUnderLoad(t *testing.T) {
 	e := newEnv(t, envOptions{})
@@ -105,6 +106,14 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 			`UPDATE evolving SET n = 'n' || id WHERE id IN (SELECT id FROM evolving ORDER BY id DESC LIMIT 3)`},
 		{"rename", `ALTER TABLE evolving RENAME COLUMN m TO feeling`,
 			`UPDATE evolving SET feeling = 'sad' WHERE id IN (SELECT id FROM evolving ORDER BY id DESC LIMIT 3)`},
+		// Streamed (logical_decoding_work_mem is 64kB) and spilled: the
+		// Relation arrives inside a stream block, between buffered rows.
+		{"add column inside a large streamed transaction", `BEGIN;
+			INSERT INTO evolving (id, a) SELECT -1000000 - g, g FROM generate_series(1, 20000) g;
+			ALTER TABLE evolving ADD COLUMN h int DEFAULT 8;
+			INSERT INTO evolving (id, a, h) SELECT -2000000 - g, g, g FROM generate_series(1, 20000) g;
+			UPDATE evolving SET h = 9 WHERE id = -1000001;
+			COMMIT`, ""},
 	}
 	for i, st := range steps {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -164,6 +173,7 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 		"id#1 a#2:bigint m#4 n#5 e#7=2026-01-02 03:04:05+00 f#8=eff b#9=new bee",
 		"id#1 a#2:bigint m#4 n#5:text e#7=2026-01-02 03:04:05+00 f#8=eff b#9=new bee",
 		"id#1 a#2:bigint feeling#4 n#5:text e#7=2026-01-02 03:04:05+00 f#8=eff b#9=new bee",
+		"id#1 a#2:bigint feeling#4 n#5:text e#7=2026-01-02 03:04:05+00 f#8=eff b#9=new bee h#10=8",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("schema versions of public.evolving:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
