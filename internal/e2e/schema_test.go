@@ -178,6 +178,15 @@ func TestSchemaEvolutionUnderLoad(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("schema versions of public.evolving:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// The label added to the enum is in the manifest: refreshed in place in
+	// the version it was first written under, and carried into later ones.
+	for _, sv := range mt.Schemas[len(mt.Schemas)-5:] {
+		for _, c := range sv.Columns {
+			if c.FieldID == 4 && strings.Join(c.EnumLabels, ",") != "sad,great,ok" {
+				t.Errorf("schema version %d column %s: enum labels %v, want [sad great ok]", sv.Version, c.Name, c.EnumLabels)
+			}
+		}
+	}
 
 	// Readers that merge with package merge see the same: dump prints the
 	// newest version's columns, with the default on rows from before it.

@@ -125,6 +125,19 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 			t.Schemas = append(t.Schemas, manifest.SchemaVersion{Version: ns.Version, FromEpoch: e.Number, Columns: ns.Columns})
 			t.SchemaVersion = max(t.SchemaVersion, ns.Version)
 		}
+		for _, u := range e.labels {
+			t := m.Tables[u.Table.String()]
+			if t == nil {
+				continue
+			}
+			if sv := t.SchemaAt(u.Version); sv != nil && u.Version != 0 {
+				for i := range sv.Columns {
+					if c := &sv.Columns[i]; c.FieldID == u.FieldID && len(u.Labels) > len(c.EnumLabels) {
+						c.EnumLabels = u.Labels
+					}
+				}
+			}
+		}
 		for _, f := range files {
 			t := m.Tables[f.td.table.ID.String()]
 			if t == nil {

@@ -23,6 +23,7 @@ type Epoch struct {
 	// schemas are the schema versions the stream made in this epoch, to be
 	// committed with its deltas.
 	schemas []NewSchema
+	labels  []LabelUpdate
 
 	pending       Pending
 	inTxn         bool
@@ -73,6 +74,21 @@ func (e *Epoch) AddSchema(table cdc.TableID, columns []manifest.Column, version 
 
 // Schemas returns the schema versions that start in this epoch.
 func (e *Epoch) Schemas() []NewSchema { return e.schemas }
+
+// LabelUpdate is an enum column's labels as the catalog lists them now.
+type LabelUpdate struct {
+	Table   cdc.TableID
+	Version int
+	FieldID int
+	Labels  []string
+}
+
+// UpdateEnumLabels records that the enum column with field id of table's
+// schema version has these labels now (a label was added): the flush
+// writes them into that version in place, only ever growing.
+func (e *Epoch) UpdateEnumLabels(table cdc.TableID, version, fieldID int, labels []string) {
+	e.labels = append(e.labels, LabelUpdate{Table: table, Version: version, FieldID: fieldID, Labels: append([]string(nil), labels...)})
+}
 
 // Write adds one change row of the open transaction.
 func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {

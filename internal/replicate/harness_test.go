@@ -253,6 +253,8 @@ type options struct {
 	receiveTimeout time.Duration
 	answerPings    bool
 	catalog        Catalog // Config.Catalog
+	// manifest, if set, edits the initial manifest.
+	manifest func(*manifest.Manifest)
 }
 
 // harness runs one Service over a fakeSource and a memory sink.
@@ -297,6 +299,9 @@ func start(t *testing.T, o options) *harness {
 			"public.other": manifestTable("other", otherOID),
 		},
 		History: []manifest.EpochRecord{},
+	}
+	if o.manifest != nil {
+		o.manifest(m)
 	}
 	sink := &flakySink{Store: store}
 	mc, err := manifest.Create(ctx, sink, m, time.Now())

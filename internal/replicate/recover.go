@@ -37,6 +37,9 @@ func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c
 			return err
 		}
 	}
+	if err := s.checkEnumLabels(ctx, e, c); err != nil {
+		return err
+	}
 	if err := e.Write(meta, c); err != nil {
 		return err
 	}

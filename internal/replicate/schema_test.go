@@ -172,6 +172,30 @@ func TestSchemaTypeChange(t *testing.T) {
 	}
 }
 
+// TestEnumLabelAdded: ALTER TYPE … ADD VALUE sends no Relation; a value
+// with the new label streams, and the version's enum_labels are refreshed
+// from the catalog in the same flush.
+func TestEnumLabelAdded(t *testing.T) {
+	const oidMood = 70000
+	cat := fakeCatalog{"v": {TypeOID: oidMood, TypeMod: -1, PGType: "mood", AttNum: 2, EnumLabels: []string{"sad", "great", "ok"}}}
+	h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}, catalog: cat, manifest: func(m *manifest.Manifest) {
+		c := &m.Tables["public.items"].Schemas[0].Columns[1]
+		c.TypeOID, c.PGType, c.ParquetType, c.EnumLabels = oidMood, "mood", "ENUM", []string{"sad", "ok"}
+	}})
+	mood := relCol{Name: "v", TypeOID: oidMood, TypeMod: -1}
+	c1 := startLSN + 0x100
+	h.push(tx(500, c1, rel(colID, mood), insert("1", "ok"), insert("2", "great"))...)
+	h.waitFor("epoch 1 durable", func() bool { return h.manifest().EndLSN == endOf(c1) })
+	mt := h.manifest().Tables["public.items"]
+	if got := mt.Schemas[0].Columns[1].EnumLabels; strings.Join(got, ",") != "sad,great,ok" {
+		t.Errorf("enum labels %v, want [sad great ok]", got)
+	}
+	if len(mt.Schemas) != 1 {
+		t.Errorf("%d schema versions, want 1 (labels are refreshed in place)", len(mt.Schemas))
+	}
+	checkMerged(t, h, mt, []string{"id=1 v=ok", "id=2 v=great"})
+}
+
 // TestSchemaReplayKeepsVersions: a transaction the manifest already holds,
 // replayed after a restart with the schema it was written under, binds to
 // that version instead of making a new one.

@@ -77,6 +77,7 @@ type Service struct {
 	versions  map[versionKey]*cdc.Table
 	fieldHigh map[cdc.TableID]*int
 	catalog   Catalog
+	enums     map[*cdc.Table]*enumColumns // enum.go
 	replayEnd cdc.LSN // the manifest's end LSN at the start: transactions up to it are replays
 
 	epoch      *flush.Epoch
@@ -128,6 +129,7 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		versions:  map[versionKey]*cdc.Table{},
 		fieldHigh: map[cdc.TableID]*int{},
 		catalog:   cfg.Catalog,
+		enums:     map[*cdc.Table]*enumColumns{},
 		replayEnd: m.EndLSN,
 		xidRef:    cfg.XIDRef,
 		catchUp:   cfg.CatchUp,
