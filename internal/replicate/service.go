@@ -78,7 +78,7 @@ type Service struct {
 	fieldHigh map[cdc.TableID]*int
 	catalog   Catalog
 	enums     map[*cdc.Table]*enumColumns // enum.go
-	replayEnd cdc.LSN // the manifest's end LSN at the start: transactions up to it are replays
+	replayEnd cdc.LSN                     // the manifest's end LSN at the start: transactions up to it are replays
 
 	epoch      *flush.Epoch
 	cur        *openTxn // the non-streamed transaction being received
