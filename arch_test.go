@@ -24,6 +24,7 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{pkg: "internal/cdc", onlyStd: true},
 		{pkg: "internal/failpoint", onlyStd: true},
+		{pkg: "internal/sdnotify", onlyStd: true},
 		{pkg: "internal/logging", onlyStd: true},
 		{pkg: "internal/runs", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/health", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
