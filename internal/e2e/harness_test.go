@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -218,6 +220,7 @@ type daemon struct {
 	out  *syncBuffer
 	done chan struct{}
 	err  error
+	hwm  atomic.Int64 // VmHWM in KiB, as last read (watchHWM)
 }
 
 type syncBuffer struct {
@@ -259,6 +262,7 @@ func (e *env) startCommand(extraEnv []string, args ...string) *daemon {
 		d.err = cmd.Wait()
 		close(d.done)
 	}()
+	go d.watchHWM()
 	e.t.Cleanup(func() {
 		select {
 		case <-d.done:
@@ -318,12 +322,50 @@ func (d *daemon) exitCode() int {
 	return d.cmd.ProcessState.ExitCode()
 }
 
-// maxRSSKiB is the peak resident set of the exited process.
+// maxRSSKiB is the peak resident set of the process: its VmHWM, last read
+// at most 50 ms before it exited. Not getrusage's ru_maxrss: os/exec starts
+// the child with vfork semantics (CLONE_VM), and at exec Linux folds the
+// high-water mark of the memory it leaves, the test binary's own, into the
+// child's maxrss, so a test binary that grew (DuckDB reads) reported its
+// own peak as pg-cdc's.
 func (d *daemon) maxRSSKiB() int64 {
-	if ru, ok := d.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss
+	<-d.done
+	if n := d.hwm.Load(); n > 0 {
+		return n
 	}
 	return -1
+}
+
+// watchHWM keeps the process's VmHWM until it exits.
+func (d *daemon) watchHWM() {
+	path := fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if n := procStatusKiB(path, "VmHWM:"); n > d.hwm.Load() {
+			d.hwm.Store(n)
+		}
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// procStatusKiB reads one "Name:  N kB" line of a /proc status file, or 0.
+func procStatusKiB(path, field string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // manifest reads the sink's current manifest.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -362,17 +361,7 @@ func slotConfirmed(t *testing.T, e *env) cdc.LSN {
 
 // rssKiB reads a running process's resident set (VmRSS) from /proc, or 0.
 func rssKiB(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
+	return procStatusKiB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 }
 
 // TestFlushLongerThanWalSenderTimeout: a flush to a slow sink outlasts the

@@ -54,6 +54,9 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		if err := s.asm.Abort(m.XID, m.SubXID); err != nil {
 			return fmt.Errorf("abort streamed transaction %d: %w", m.XID, err)
 		}
+		if m.SubXID == 0 || m.SubXID == m.XID {
+			delete(s.pendingVersions, m.XID)
+		}
 	case *pgoutput.LogicalMessage:
 		// A non-transactional message is sent when it is decoded, after
 		// every transaction that committed before it: its LSN is a safe idle
@@ -152,7 +155,15 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 	if _, err := s.schema(nt); err != nil {
 		return err
 	}
-	s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
+	if s.streamTop != 0 {
+		// Inside a streamed transaction that has not committed: the
+		// catalog, read from another session, cannot see its DDL yet, so
+		// an added column's value for earlier rows is unknown. The version
+		// is recorded, its added columns described again, at the commit.
+		s.pendingVersions[s.streamTop] = append(s.pendingVersions[s.streamTop], pendingVersion{table: nt, prevMaxField: maxFieldID(t)})
+	} else {
+		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
+	}
 	s.byName[id.String()] = nt
 	s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion, "change", change)
 	t = nt
@@ -270,6 +281,13 @@ func (s *Service) change(ctx context.Context, m pgoutput.Message) error {
 func (s *Service) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) error {
 	meta := cdc.TxnMeta{XID: s.extendXID(m.XID), CommitLSN: m.CommitLSN, EndLSN: m.EndLSN, CommitTime: m.CommitTime}
 	e := s.openEpoch()
+	for _, pv := range s.pendingVersions[m.XID] {
+		if err := s.describeAdded(ctx, pv); err != nil {
+			return err
+		}
+		e.AddSchema(pv.table.ID, s.manifestColumns(pv.table), pv.table.SchemaVersion)
+	}
+	delete(s.pendingVersions, m.XID)
 	err := s.asm.Commit(m.XID, func(seq int64, c *cdc.Change) error {
 		return s.write(ctx, e, cdc.RowMeta{Op: c.Op, LSN: meta.CommitLSN, Seq: seq, XID: meta.XID, CommitTime: meta.CommitTime}, c)
 	})

@@ -365,3 +365,61 @@ func (s *Service) manifestColumns(nt *cdc.Table) []manifest.Column {
 	sc := s.schemas[versionKey{nt.ID, nt.SchemaVersion}]
 	return sc.ManifestColumns(nt)
 }
+
+// pendingVersion is a schema version that a streamed transaction's
+// Relation made before the transaction committed.
+type pendingVersion struct {
+	table        *cdc.Table
+	prevMaxField int // columns with a higher field id were added by it
+}
+
+func maxFieldID(t *cdc.Table) int {
+	n := 0
+	for _, c := range t.Columns {
+		n = max(n, c.FieldID)
+	}
+	return n
+}
+
+// describeAdded reads, now that its transaction has committed, what the
+// catalog could not show while it was open: the added columns' attnum,
+// type name and the value earlier rows read. Only what leaves the Parquet
+// schema unchanged is filled in; a column whose type needs details the
+// stream did not carry (a domain, an array, an enum) is refused.
+func (s *Service) describeAdded(ctx context.Context, pv pendingVersion) error {
+	var names []string
+	var idx []int
+	for i, c := range pv.table.Columns {
+		if c.FieldID > pv.prevMaxField && c.AttNum == 0 {
+			names = append(names, c.Name)
+			idx = append(idx, i)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if s.catalog == nil {
+		return unsupportedChange(pv.table.ID, unsupportedf("no catalog connection to describe the added columns"))
+	}
+	described, err := s.catalog.DescribeColumns(ctx, pv.table.OID, names)
+	if err != nil {
+		return fmt.Errorf("table %s: describe added columns: %w", pv.table.ID, err)
+	}
+	for k, i := range idx {
+		if k >= len(described) {
+			break
+		}
+		d, c := described[k], &pv.table.Columns[i]
+		if d.AttNum == 0 || d.TypeOID != c.TypeOID || d.TypeMod != c.TypeMod {
+			continue // changed again since: the later Relation brings it
+		}
+		if d.VolatileDefault {
+			return unsupportedChange(pv.table.ID, unsupportedf("column %q was added with a volatile default: its values for earlier rows were never streamed (resnapshot the table)", d.Name))
+		}
+		if d.BaseTypeOID != 0 || d.ElemTypeOID != 0 || len(d.EnumLabels) > 0 {
+			return unsupportedChange(pv.table.ID, unsupportedf("column %q (%s) was added inside a streamed transaction; its type needs catalog details the stream does not carry", d.Name, d.PGType))
+		}
+		c.AttNum, c.PGType, c.Missing = d.AttNum, d.PGType, d.Missing
+	}
+	return nil
+}

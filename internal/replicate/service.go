@@ -77,8 +77,11 @@ type Service struct {
 	versions  map[versionKey]*cdc.Table
 	fieldHigh map[cdc.TableID]*int
 	catalog   Catalog
-	enums     map[*cdc.Table]*enumColumns // enum.go
-	replayEnd cdc.LSN                     // the manifest's end LSN at the start: transactions up to it are replays
+	// pendingVersions are the schema versions streamed transactions made,
+	// by top-level xid, recorded when the transaction commits.
+	pendingVersions map[uint32][]pendingVersion
+	enums           map[*cdc.Table]*enumColumns // enum.go
+	replayEnd       cdc.LSN                     // the manifest's end LSN at the start: transactions up to it are replays
 
 	epoch      *flush.Epoch
 	cur        *openTxn // the non-streamed transaction being received
@@ -130,9 +133,11 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		fieldHigh: map[cdc.TableID]*int{},
 		catalog:   cfg.Catalog,
 		enums:     map[*cdc.Table]*enumColumns{},
-		replayEnd: m.EndLSN,
-		xidRef:    cfg.XIDRef,
-		catchUp:   cfg.CatchUp,
+
+		pendingVersions: map[uint32][]pendingVersion{},
+		replayEnd:       m.EndLSN,
+		xidRef:          cfg.XIDRef,
+		catchUp:         cfg.CatchUp,
 
 		rows:              cfg.Rows,
 		warnedUnrecovered: map[string]bool{},
