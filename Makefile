@@ -16,7 +16,7 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/logging/... ./internal/runs/...
 PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs)(/|$$)
 
-.PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw bench
+.PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw shellcheck bench
 
 all: build
 
@@ -32,7 +32,11 @@ postgres:
 versitygw:
 	@./scripts/ensure-versitygw.sh >/dev/null
 
-test: postgres versitygw
+# The harness scripts' lint test needs shellcheck (Debian's package).
+shellcheck:
+	@./scripts/ensure-shellcheck.sh
+
+test: postgres versitygw shellcheck
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m $(PURE_PKGS)
 	$(GO) test -count=1 -timeout 25m $$($(GO) list ./... | grep -v -E '$(PURE_RE)')
