@@ -61,10 +61,15 @@ func TestReplicationConnectionFaults(t *testing.T) {
 	before := reconnects()
 	sessions = streamed()
 	proxy.setBlackhole(true)
-	time.Sleep(8 * time.Second)
-	if !strings.Contains(d.out.String(), "replication connection silent") {
-		t.Errorf("the daemon did not notice the silent network within 8 s:\n%s", lines(d.out.String(), 15))
-	}
+	began := time.Now()
+	// Noticed by the receive timeout (3 s: nothing else reports a silent
+	// network), with slack for a loaded machine.
+	e.waitFor("the daemon to notice the silent network", 15*time.Second, func() bool {
+		return strings.Contains(d.out.String(), "replication connection silent")
+	})
+	// Keep the path silent past wal_sender_timeout (3 s), so the server has
+	// ended its side too and the next session finds a dead walsender.
+	time.Sleep(5*time.Second - time.Since(began))
 	proxy.setBlackhole(false)
 	e.waitFor("a new session after the blackhole", 60*time.Second, func() bool {
 		return reconnects() > before && streamed() > sessions

@@ -27,7 +27,6 @@ import (
 // the columns the file's schema version lacks; files that lack none are not
 // listed.
 func versionFills(mt *manifest.Table, schema *parquetfile.Schema, newest *manifest.SchemaVersion) (map[string]map[int][]parquet.Value, error) {
-	out := map[string]map[int][]parquet.Value{}
 	values := map[int][]parquet.Value{} // by newest column index, computed once
 	fillsOf := map[int]map[int][]parquet.Value{}
 	forVersion := func(v int) (map[int][]parquet.Value, error) {
@@ -74,16 +73,28 @@ func versionFills(mt *manifest.Table, schema *parquetfile.Schema, newest *manife
 		fillsOf[v] = fills
 		return fills, nil
 	}
-	add := func(v int, files []manifest.File) error {
+	return byFile(mt, func(v int) (map[int][]parquet.Value, bool, error) {
 		if v == newest.Version {
-			return nil
+			return nil, false, nil
 		}
 		f, err := forVersion(v)
-		if err != nil || f == nil {
+		return f, f != nil, err
+	})
+}
+
+// byFile maps the key of every file of mt (base and deltas) to forVersion
+// of the schema version it was written with; files for whose version it
+// reports nothing (false) are left out. forVersion caches per version
+// itself.
+func byFile[T any](mt *manifest.Table, forVersion func(v int) (T, bool, error)) (map[string]T, error) {
+	out := map[string]T{}
+	add := func(v int, files []manifest.File) error {
+		x, ok, err := forVersion(v)
+		if err != nil || !ok {
 			return err
 		}
-		for _, file := range files {
-			out[file.Path] = f
+		for _, f := range files {
+			out[f.Path] = x
 		}
 		return nil
 	}
@@ -127,7 +138,6 @@ func fillRow(row parquet.Row, fills map[int][]parquet.Value) parquet.Row {
 // newest layout; columns the file's version lacks get a name no file holds
 // (they read NULL, and versionFills fills them).
 func readSchemas(mt *manifest.Table, newest *cdc.Table) (map[string]*parquet.Schema, error) {
-	out := map[string]*parquet.Schema{}
 	byVersion := map[int]*parquet.Schema{}
 	forVersion := func(v int) (*parquet.Schema, error) {
 		if ps, ok := byVersion[v]; ok {
@@ -167,25 +177,8 @@ func readSchemas(mt *manifest.Table, newest *cdc.Table) (map[string]*parquet.Sch
 		byVersion[v] = ps
 		return ps, nil
 	}
-	add := func(v int, files []manifest.File) error {
+	return byFile(mt, func(v int) (*parquet.Schema, bool, error) {
 		ps, err := forVersion(v)
-		if err != nil || ps == nil {
-			return err
-		}
-		for _, f := range files {
-			out[f.Path] = ps
-		}
-		return nil
-	}
-	if mt.Base != nil {
-		if err := add(mt.Base.SchemaVersion, mt.Base.Files); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range mt.Deltas {
-		if err := add(d.SchemaVersion, d.Files); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		return ps, ps != nil, err
+	})
 }
