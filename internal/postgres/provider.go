@@ -98,3 +98,30 @@ func (db *DB) Provider(ctx context.Context, configured Provider) (Provider, erro
 	}
 	return e.provider(), nil
 }
+
+// providerCheck resolves the provider and says how: as configured, or
+// detected and why. A configured provider the server contradicts is a
+// warning (the fixes follow the configuration). When detection fails, the
+// fixes are the self-managed ones.
+func (db *DB) providerCheck(ctx context.Context, configured Provider) (Check, Provider) {
+	e, err := db.providerEvidence(ctx)
+	if err != nil {
+		p := configured
+		if p == ProviderAuto || p == "" {
+			p = ProviderSelfManaged
+		}
+		return Check{Name: "provider", Status: StatusWarn, Detail: fmt.Sprintf("%v; fixes below are for %s", err, p),
+			Fix: "set source.postgres.provider to self-managed, rds or aurora"}, p
+	}
+	detected := e.provider()
+	switch {
+	case configured == ProviderAuto || configured == "":
+		return Check{Name: "provider", Status: StatusOK, Detail: fmt.Sprintf("provider %s (detected: %s)", detected, e)}, detected
+	case configured != detected:
+		return Check{Name: "provider", Status: StatusWarn,
+			Detail: fmt.Sprintf("provider %s (configured), but the server looks %s (%s); fixes below are for %s", configured, detected, e, configured),
+			Fix:    fmt.Sprintf("set source.postgres.provider to %s, or to auto", detected)}, configured
+	default:
+		return Check{Name: "provider", Status: StatusOK, Detail: fmt.Sprintf("provider %s (configured; detected: %s)", configured, e)}, configured
+	}
+}
