@@ -130,17 +130,44 @@ type Column struct {
 	MissingValue *string `json:"missing_value,omitempty"`
 }
 
-// Snapshot records the progress of a table's snapshot.
+// Snapshot records the progress of a table's snapshot: the initial one
+// (init), or a backfill while streaming (a table added later, a resumed
+// init, a resnapshot; DESIGN §5). Until State is complete the merged state of
+// the table is partial, and readers say so.
 type Snapshot struct {
-	State string  `json:"state"` // "pending", "running", "complete"
+	State string  `json:"state"` // "pending", "backfilling", "complete"
 	LSN   cdc.LSN `json:"lsn"`
+	// LastKey is the primary key of the last row a backfill has copied, in
+	// PostgreSQL's text form, one element per primary-key column: the next
+	// chunk starts after it. Absent before the first chunk (the backfill
+	// starts at the beginning of the table). It is committed in the same
+	// manifest write as the epoch that holds the chunk's rows, so a crash
+	// loses at most the chunk in flight.
+	LastKey []string `json:"last_key,omitempty"`
+	// RowsCopied and Chunks count what the backfill has copied so far.
+	RowsCopied int64 `json:"rows_copied,omitempty"`
+	Chunks     int64 `json:"chunks,omitempty"`
+	// RowsEstimate is pg_class.reltuples when the backfill started: an
+	// estimate for progress reports, never a check.
+	RowsEstimate int64 `json:"rows_estimate,omitempty"`
+	// StartedAt is when the backfill started; CompletedAt when its last
+	// chunk was committed.
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
 }
 
-// Snapshot states.
+// Snapshot states. A table whose state is not complete is backfilled by
+// start (from LastKey when set, else from the beginning); compaction skips
+// it until it is complete.
 const (
-	SnapshotPending  = "pending"
-	SnapshotComplete = "complete"
+	SnapshotPending     = "pending"
+	SnapshotBackfilling = "backfilling"
+	SnapshotComplete    = "complete"
 )
+
+// Complete reports whether the table's snapshot is complete. An empty state
+// (a manifest written before states were recorded) counts as complete.
+func (s Snapshot) Complete() bool { return s.State == SnapshotComplete || s.State == "" }
 
 // Base is the table's compacted or snapshotted state.
 type Base struct {
