@@ -28,6 +28,8 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/logging", onlyStd: true},
 		{pkg: "internal/runs", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/health", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
+		// The backfill planner is pure: no I/O adapter, no store, no SQL.
+		{pkg: "internal/backfill", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", mod + "internal/blob", "github.com/jackc/", "net/http", "os"}},
 		{pkg: "internal/flush", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/manifest", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/txn", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
