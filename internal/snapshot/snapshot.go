@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/failpoint"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 	"github.com/pg-cdc/pg-cdc/internal/spool"
@@ -53,7 +55,46 @@ type Options struct {
 	// (at most 2; 0 or 1: one). A table gets its second encoder, and so a
 	// second base file, only past secondEncoderAfter rows.
 	Encoders int
+	// Done, when set, is called as soon as a table's base files are all
+	// uploaded, on the worker that copied it: concurrently for different
+	// tables, so it must be safe for that (Recorder is). An error fails the
+	// run. init commits each table's base with it, so a crash keeps the
+	// tables already copied.
+	Done func(ctx context.Context, t *cdc.Table, base *manifest.Base) error
+	// Progress, when set, counts each table's rows as the COPY reads them.
+	Progress *Progress
 }
+
+// Progress counts the rows read so far per table, for progress reports.
+// It is safe for concurrent use.
+type Progress struct {
+	mu   sync.Mutex
+	rows map[string]int64
+}
+
+func (p *Progress) add(id cdc.TableID, n int64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rows == nil {
+		p.rows = map[string]int64{}
+	}
+	p.rows[id.String()] += n
+}
+
+// Rows returns a copy of the counts so far, keyed by "schema.table".
+func (p *Progress) Rows() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.rows)
+}
+
+// FailpointBatch names the failpoint hit after each batch of rows (up to
+// batchRows) a table's COPY hands to its encoders; the table's "schema.table"
+// follows the slash. Crash tests stop or kill init there, mid-table.
+const FailpointBatch = "snapshot/batch/"
 
 // Run copies tables and uploads their base files. It returns each table's
 // base, keyed by "schema.table".
@@ -76,6 +117,11 @@ func Run(ctx context.Context, src Source, store blob.Store, tables []*cdc.Table,
 			}
 			log.Info("snapshotted table", "table", t.ID.String(), "rows", b.RowCount, "files", len(b.Files),
 				"duration_ms", time.Since(started).Milliseconds())
+			if opts.Done != nil {
+				if err := opts.Done(gctx, t, b); err != nil {
+					return fmt.Errorf("snapshot table %s: record its base: %w", t.ID, err)
+				}
+			}
 			mu.Lock()
 			bases[t.ID.String()] = b
 			mu.Unlock()
@@ -174,14 +220,18 @@ func copyTable(ctx context.Context, src Source, store blob.Store, t *cdc.Table, 
 	g.Go(enc.run)
 
 	var n int64 // rows read
+	fp := FailpointBatch + t.ID.String()
 	g.Go(func() error {
 		defer close(enc.full)
 		var cur *batch
 		send := func() error {
 			cur.seal()
+			rows := int64(cur.rows) // the encoder owns cur once it is sent
 			select {
 			case enc.full <- cur:
+				opts.Progress.add(t.ID, rows)
 				cur = nil
+				failpoint.Inject(fp)
 				return nil
 			case <-gctx.Done():
 				return context.Cause(gctx)
