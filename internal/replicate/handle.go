@@ -65,6 +65,9 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		// keepalive.
 		if !m.Transactional && s.cur == nil {
 			s.serverEnd = max(s.serverEnd, m.LSN)
+			if m.Prefix == ReconcilePrefix {
+				return s.reconcile(ctx, m)
+			}
 		}
 	default:
 		// Type and Origin messages carry nothing to capture.
@@ -144,7 +147,7 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 		s.byRel[r.RelID] = newBinding(old)
 		return nil
 	}
-	nt, change, err := s.nextVersion(ctx, t, r)
+	nt, change, err := s.nextVersion(ctx, s.catalog, t, r)
 	var u unsupported
 	if errors.As(err, &u) {
 		return unsupportedChange(id, err)
@@ -152,6 +155,14 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 	if err != nil {
 		return fmt.Errorf("table %s: schema change: %w", id, err)
 	}
+	return s.adopt(t, nt, change, "relation")
+}
+
+// adopt makes nt, the schema version that follows t, the table's current
+// one: committed with the open epoch's deltas (or, inside a streamed
+// transaction, at its commit), and bound to the relation id. source says
+// what announced it, for the log.
+func (s *Service) adopt(t, nt *cdc.Table, change, source string) error {
 	if _, err := s.schema(nt); err != nil {
 		return err
 	}
@@ -164,10 +175,9 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 	} else {
 		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
 	}
-	s.byName[id.String()] = nt
-	s.log.Info("schema change: new schema version", "table", id.String(), "schema_version", nt.SchemaVersion, "change", change)
-	t = nt
-	s.byRel[r.RelID] = newBinding(t)
+	s.byName[nt.ID.String()] = nt
+	s.log.Info("schema change: new schema version", "table", nt.ID.String(), "schema_version", nt.SchemaVersion, "change", change, "source", source)
+	s.byRel[nt.OID] = newBinding(nt)
 	return nil
 }
 

@@ -132,10 +132,10 @@ func diffRelation(t *cdc.Table, r *pgoutput.Relation) (relationDiff, error) {
 // A Relation that renames a column (an added name whose attnum is a dropped
 // column's) is refused: renames are not followed yet, and guessing drop +
 // add would lose the column's history.
-func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation, d relationDiff, fieldHigh *int) (*cdc.Table, error) {
+func (s *Service) evolve(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation, d relationDiff, fieldHigh *int) (*cdc.Table, error) {
 	var described []cdc.Column
 	if len(d.added) > 0 {
-		if s.catalog == nil {
+		if cat == nil {
 			return nil, unsupportedf("no catalog connection to describe the added columns")
 		}
 		names := make([]string, len(d.added))
@@ -143,7 +143,7 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 			names[k] = r.Columns[i].Name
 		}
 		var err error
-		if described, err = s.catalog.DescribeColumns(ctx, r.RelID, names); err != nil {
+		if described, err = cat.DescribeColumns(ctx, r.RelID, names); err != nil {
 			return nil, fmt.Errorf("describe added columns: %w", err)
 		}
 		if len(described) != len(names) {
@@ -204,10 +204,10 @@ func (s *Service) evolve(ctx context.Context, t *cdc.Table, r *pgoutput.Relation
 }
 
 // nextVersion returns the schema version that follows t for Relation r
-// (renames recognised through the catalog, then added, dropped and retyped
-// columns), and a description of the change for the log.
-func (s *Service) nextVersion(ctx context.Context, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, string, error) {
-	base, renamed, err := s.renames(ctx, t, r)
+// (renames recognised through the catalog cat, then added, dropped and
+// retyped columns), and a description of the change for the log.
+func (s *Service) nextVersion(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, string, error) {
+	base, renamed, err := s.renames(ctx, cat, t, r)
 	if err != nil {
 		return nil, "", err
 	}
@@ -215,7 +215,7 @@ func (s *Service) nextVersion(ctx context.Context, t *cdc.Table, r *pgoutput.Rel
 	if err != nil {
 		return nil, "", err
 	}
-	nt, err := s.evolve(ctx, base, r, d, s.fieldHighOf(t))
+	nt, err := s.evolve(ctx, cat, base, r, d, s.fieldHighOf(t))
 	if err != nil {
 		return nil, "", err
 	}
@@ -228,7 +228,7 @@ func (s *Service) nextVersion(ctx context.Context, t *cdc.Table, r *pgoutput.Rel
 // only; a rename is never guessed from names or positions). It returns t
 // with those columns renamed (field id, attnum and missing value kept) and
 // the renames as "old → new"; t itself when there are none.
-func (s *Service) renames(ctx context.Context, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, []string, error) {
+func (s *Service) renames(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, []string, error) {
 	var unknown []string
 	names := map[string]bool{}
 	for _, c := range r.Columns {
@@ -246,10 +246,10 @@ func (s *Service) renames(ctx context.Context, t *cdc.Table, r *pgoutput.Relatio
 	if len(unknown) == 0 || len(gone) == 0 {
 		return t, nil, nil
 	}
-	if s.catalog == nil {
+	if cat == nil {
 		return nil, nil, unsupportedf("no catalog connection to tell renamed columns from dropped and added ones")
 	}
-	described, err := s.catalog.DescribeColumns(ctx, r.RelID, unknown)
+	described, err := cat.DescribeColumns(ctx, r.RelID, unknown)
 	if err != nil {
 		return nil, nil, fmt.Errorf("describe new column names: %w", err)
 	}
