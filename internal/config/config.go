@@ -22,6 +22,7 @@ type Config struct {
 	GC          GCConfig
 	Metrics     MetricsConfig
 	Guardrail   GuardrailConfig
+	Schema      SchemaConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -303,6 +304,16 @@ type GuardrailConfig struct {
 	MaxRetainedWALBytes int64
 }
 
+// SchemaConfig is the "schema" section: following schema changes.
+type SchemaConfig struct {
+	// ReconcileIntervalSec (schema.reconcile_interval_sec,
+	// PGCDC_SCHEMA_RECONCILE_INTERVAL_SEC): how often start compares the
+	// captured tables' catalog with their recorded schema versions and
+	// records changes no row change has announced yet (pg-cdc reconcile
+	// runs it once). Default 60; 0 turns the background reconciler off.
+	ReconcileIntervalSec int
+}
+
 // Log levels and formats.
 const (
 	LogLevelDebug = "debug"
@@ -377,7 +388,8 @@ func Default() Config {
 			LivenessTimeout: 5 * time.Minute,
 			ReadinessMaxLag: 2 * time.Minute,
 		},
-		Log:   LogConfig{Level: LogLevelInfo, Format: LogFormatText},
-		Types: map[string]string{},
+		Schema: SchemaConfig{ReconcileIntervalSec: 60},
+		Log:    LogConfig{Level: LogLevelInfo, Format: LogFormatText},
+		Types:  map[string]string{},
 	}
 }

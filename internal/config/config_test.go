@@ -87,6 +87,7 @@ func TestParseFull(t *testing.T) {
 		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
 		GC:          GCConfig{GracePeriod: 2 * time.Hour},
 		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
+		Schema:      SchemaConfig{ReconcileIntervalSec: 60},
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -392,6 +393,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		GC:         GCConfig{GracePeriod: time.Second},
 		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
 		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
+		Schema:     SchemaConfig{ReconcileIntervalSec: 1},
 		Log:        LogConfig{Level: "v", Format: "v"},
 		Types:      map[string]string{"s.t.c": "v"},
 	}) {

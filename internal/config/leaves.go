@@ -75,6 +75,7 @@ func leaves(c *Config) []leaf {
 		{"metrics.liveness_timeout", &c.Metrics.LivenessTimeout},
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},
 		{"guardrail.max_retained_wal_bytes", &c.Guardrail.MaxRetainedWALBytes},
+		{"schema.reconcile_interval_sec", &c.Schema.ReconcileIntervalSec},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
 		{"types", &c.Types},

@@ -168,6 +168,9 @@ func (c Config) Validate() error {
 	if c.Metrics.ReadinessMaxLag <= 0 {
 		bad("metrics.readiness_max_lag", "must be > 0, got %s", c.Metrics.ReadinessMaxLag)
 	}
+	if c.Schema.ReconcileIntervalSec < 0 {
+		bad("schema.reconcile_interval_sec", "must be 0 (off) or positive, got %d", c.Schema.ReconcileIntervalSec)
+	}
 	if c.Guardrail.MaxRetainedWALBytes < 0 {
 		bad("guardrail.max_retained_wal_bytes", "must be 0 (off) or positive, got %d", c.Guardrail.MaxRetainedWALBytes)
 	}
