@@ -155,6 +155,11 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 				UnrecoveredTOAST: f.td.unrecovered,
 			})
 		}
+		for _, fn := range e.also {
+			if err := fn(m); err != nil {
+				return err
+			}
+		}
 		m.Epoch = e.Number
 		m.EndLSN = max(m.EndLSN, e.endLSN)
 		m.History = append(m.History, rec)

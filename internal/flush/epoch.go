@@ -24,6 +24,9 @@ type Epoch struct {
 	// committed with its deltas.
 	schemas []NewSchema
 	labels  []LabelUpdate
+	// also are edits other components commit with this epoch's deltas, in
+	// the same manifest write (backfill progress).
+	also []func(*manifest.Manifest) error
 
 	pending       Pending
 	inTxn         bool
@@ -71,6 +74,12 @@ func NewEpoch(number uint64, dir string, schema func(*cdc.Table) (*parquetfile.S
 func (e *Epoch) AddSchema(table cdc.TableID, columns []manifest.Column, version int) {
 	e.schemas = append(e.schemas, NewSchema{Table: table, Version: version, Columns: columns})
 }
+
+// Also records an edit of the manifest to be applied in the same write as
+// the epoch's deltas, after them: a backfill's progress lands exactly with
+// the rows it copied. fn must be monotonic (see manifest.Committer.Commit):
+// after a conflict it is applied again to the re-read manifest.
+func (e *Epoch) Also(fn func(*manifest.Manifest) error) { e.also = append(e.also, fn) }
 
 // Schemas returns the schema versions that start in this epoch.
 func (e *Epoch) Schemas() []NewSchema { return e.schemas }
