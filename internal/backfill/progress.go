@@ -17,8 +17,9 @@ type ChunkResult struct {
 
 // Advance returns the table's snapshot record after the chunk r. A chunk
 // shorter than it asked for reached the end of the table: the snapshot is
-// complete, at the marker's LSN. The result is absolute (not "add r.Rows"),
-// so a manifest commit that is re-applied after a conflict stays right.
+// complete, at the marker's LSN. It is applied inside the manifest write of
+// the epoch holding the chunk; a write re-applied after a conflict applies it
+// to the re-read manifest, which does not hold this chunk yet.
 func Advance(s manifest.Snapshot, r ChunkResult, now time.Time) manifest.Snapshot {
 	out := s
 	out.State = manifest.SnapshotBackfilling

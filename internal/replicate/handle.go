@@ -68,6 +68,9 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 			if m.Prefix == ReconcilePrefix {
 				return s.reconcile(ctx, m)
 			}
+			if m.Prefix == MarkerPrefix && s.bf != nil {
+				return s.placeChunk(ctx, m)
+			}
 		}
 	default:
 		// Type and Origin messages carry nothing to capture.

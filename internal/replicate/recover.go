@@ -44,6 +44,11 @@ func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c
 		return err
 	}
 	s.countEvent(c.Table, c.Op)
+	if tr := s.trackers[c.Table.ID]; tr != nil {
+		if err := s.track(tr, meta, c); err != nil {
+			return err
+		}
+	}
 	for _, column := range lost {
 		e.CountUnrecovered(c.Table, column)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/backfill"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
@@ -44,6 +45,10 @@ type Config struct {
 	Catalog Catalog
 	// Observer receives metrics and health signals (optional).
 	Observer Observer
+	// Chunks reads the chunks of tables whose snapshot is not complete
+	// (backfill.go); ChunkRows is the chunk size (0: DefaultChunkRows).
+	Chunks    ChunkSource
+	ChunkRows int
 	// ReceiveTimeout ends the session with ErrSilent when nothing has
 	// arrived for this long (zero: never). Half-way through, the service
 	// asks the server for a reply, which a live walsender sends at once; so
@@ -108,6 +113,13 @@ type Service struct {
 	receivedLSN   cdc.LSN   // end LSN of the last commit received
 	confirmed     cdc.LSN   // last position sent as flushed
 	oldestPending time.Time // commit time of the oldest received commit not yet durable
+
+	// Backfills (backfill.go): the tables whose snapshot is not complete,
+	// their trackers (loop only) and what the loop shares with the worker.
+	bfJobs   []backfillJob
+	trackers map[cdc.TableID]*backfill.Tracker
+	bf       *backfills
+	bfRun    string
 }
 
 type binding struct {
@@ -156,6 +168,9 @@ func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (
 		}
 		s.byName[key] = t
 	}
+	if err := s.newBackfills(m); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -174,6 +189,9 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		_ = s.asm.Reset()
 	}()
+	// The chunk worker stops (and is waited for) before the epoch is
+	// discarded: it never outlives the session.
+	defer s.startBackfills(ctx)()
 
 	// I/O runs on a context that outlives the stop request, so that the
 	// drain can still read, write and confirm.
@@ -198,6 +216,9 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 
+		if err := s.backfillErr(); err != nil {
+			return err
+		}
 		msg, err := s.src.Receive(rctx.get(ioCtx, s.nextWake()))
 		switch {
 		case err == nil:

@@ -1,0 +1,333 @@
+package replicate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/backfill"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
+)
+
+// ChunkSource reads backfill chunks and writes their markers (DESIGN §5).
+// The postgres adapter implements it.
+type ChunkSource interface {
+	// ReadChunk calls fn for each of the next limit rows of t in
+	// primary-key order after the key after (text form; nil: from the
+	// start), values valid only during the call, and returns the snapshot
+	// they were read under.
+	ReadChunk(ctx context.Context, t *cdc.Table, after []string, limit int, fn func(values []cdc.Datum) error) (cdc.Snapshot, int64, error)
+	// EmitMarker writes a non-transactional logical message.
+	EmitMarker(ctx context.Context, prefix, content string) (cdc.LSN, error)
+	// EstimateRows is pg_class.reltuples, for progress reports.
+	EstimateRows(ctx context.Context, id cdc.TableID) (int64, error)
+}
+
+// MarkerPrefix is the prefix of a backfill chunk's marker message.
+const MarkerPrefix = "pgcdc.backfill"
+
+// DefaultChunkRows is the chunk size when Config.ChunkRows is zero.
+const DefaultChunkRows = 50_000
+
+// backfillJob is one table to backfill in this session.
+type backfillJob struct {
+	table    *cdc.Table
+	after    []string // the manifest's last_key when the session started
+	estimate bool     // the manifest has no rows estimate yet
+}
+
+// chunk is one chunk read, waiting for its marker. The worker fills it
+// before it writes the marker; the loop takes it when the marker arrives.
+type chunk struct {
+	id       string
+	table    *cdc.Table
+	snap     cdc.Snapshot
+	rows     [][]cdc.Datum
+	limit    int
+	lastKey  []string
+	estimate int64 // rows estimate to record, or 0
+	readAt   time.Time
+	placed   chan struct{}
+}
+
+// backfills is the state the loop and the chunk worker share: the chunk
+// waiting for its marker. Everything else belongs to one side.
+type backfills struct {
+	mu      sync.Mutex
+	pending *chunk
+	errc    chan error // the worker's error, at most one
+}
+
+// newBackfills lists the tables of m whose snapshot is not complete and
+// starts tracking their changes. A table without a primary key cannot be
+// backfilled: it is refused with what to do.
+func (s *Service) newBackfills(m *manifest.Manifest) error {
+	s.trackers = map[cdc.TableID]*backfill.Tracker{}
+	s.bf = &backfills{errc: make(chan error, 1)}
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	s.bfRun = hex.EncodeToString(b[:])
+	keys := make([]string, 0, len(m.Tables))
+	for key := range m.Tables {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		mt := m.Tables[key]
+		if mt.Snapshot.Complete() {
+			continue
+		}
+		t := s.byName[key]
+		if len(t.PrimaryKey) == 0 {
+			return &cdc.Error{
+				Class: cdc.ErrSchemaChanged,
+				Msg:   fmt.Sprintf("table %s has no primary key: it cannot be backfilled while streaming (its snapshot is %q)", t.ID, mt.Snapshot.State),
+				Hint:  "a backfill places copied rows by primary key, which REPLICA IDENTITY FULL does not give; add a primary key (ALTER TABLE ... ADD PRIMARY KEY), or remove the table from tables.include and the publication",
+			}
+		}
+		s.trackers[t.ID] = backfill.NewTracker()
+		s.bfJobs = append(s.bfJobs, backfillJob{table: t, after: slices.Clone(mt.Snapshot.LastKey), estimate: mt.Snapshot.RowsEstimate == 0})
+	}
+	return nil
+}
+
+// startBackfills runs the chunk worker beside the loop and returns the
+// function that stops it and waits for it.
+func (s *Service) startBackfills(ctx context.Context) (stop func()) {
+	if len(s.bfJobs) == 0 || s.cfg.Chunks == nil {
+		if len(s.bfJobs) > 0 {
+			s.log.Warn("tables wait for a backfill, but this session has no chunk source", "tables", len(s.bfJobs))
+		}
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.runBackfills(wctx); err != nil && wctx.Err() == nil {
+			s.bf.errc <- err
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// backfillErr returns the worker's error, if it failed.
+func (s *Service) backfillErr() error {
+	if s.bf == nil {
+		return nil
+	}
+	select {
+	case err := <-s.bf.errc:
+		return fmt.Errorf("backfill: %w", err)
+	default:
+		return nil
+	}
+}
+
+// runBackfills copies the tables one after the other, a chunk at a time:
+// read the chunk, hand it to the loop, write its marker, wait until the loop
+// has placed it. One chunk is in memory at a time.
+func (s *Service) runBackfills(ctx context.Context) error {
+	limit := s.cfg.ChunkRows
+	if limit <= 0 {
+		limit = DefaultChunkRows
+	}
+	for _, job := range s.bfJobs {
+		t := job.table
+		var estimate int64
+		if job.estimate {
+			n, err := s.cfg.Chunks.EstimateRows(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			estimate = max(n, 1) // recorded once: 0 means "not estimated yet"
+		}
+		s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit)
+		after := job.after
+		keyIdx := make([]int, len(t.PrimaryKey))
+		for i, k := range t.PrimaryKey {
+			keyIdx[i] = t.ColumnIndex(k)
+		}
+		for n := 0; ; n++ {
+			c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, placed: make(chan struct{})}
+			estimate = 0
+			snap, _, err := s.cfg.Chunks.ReadChunk(ctx, t, after, limit, func(values []cdc.Datum) error {
+				c.rows = append(c.rows, copyRow(values))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			c.snap, c.readAt = snap, s.now()
+			if len(c.rows) > 0 {
+				last := c.rows[len(c.rows)-1]
+				c.lastKey = make([]string, len(keyIdx))
+				for i, j := range keyIdx {
+					c.lastKey[i] = string(last[j].Text)
+				}
+			}
+			s.bf.mu.Lock()
+			s.bf.pending = c
+			s.bf.mu.Unlock()
+			if _, err := s.cfg.Chunks.EmitMarker(ctx, MarkerPrefix, c.id); err != nil {
+				return err
+			}
+			select {
+			case <-c.placed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if len(c.rows) < limit {
+				s.log.Info("backfill copied every row; complete with the next flush", "table", t.ID.String(), "chunks", n+1)
+				break
+			}
+			after = c.lastKey
+		}
+	}
+	return nil
+}
+
+// copyRow copies values out of the COPY parser's buffers into one block.
+func copyRow(values []cdc.Datum) []cdc.Datum {
+	size := 0
+	for _, v := range values {
+		size += len(v.Text)
+	}
+	data := make([]byte, 0, size)
+	out := make([]cdc.Datum, len(values))
+	for i, v := range values {
+		out[i].Kind = v.Kind
+		if v.Kind == cdc.DatumText {
+			start := len(data)
+			data = append(data, v.Text...)
+			out[i].Text = data[start:len(data):len(data)]
+		}
+	}
+	return out
+}
+
+// placeChunk places the chunk whose marker m the stream just delivered:
+// every row as an insert at the position the planner gives (backfill.Chunk),
+// its progress committed with the epoch, the trackers pruned. A marker of
+// no pending chunk (a replay after a restart, or written by an earlier
+// process) is ignored: its chunk is in the manifest already, or will be read
+// again after the manifest's last key.
+func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) error {
+	s.bf.mu.Lock()
+	c := s.bf.pending
+	if c == nil || c.id != string(m.Content) {
+		s.bf.mu.Unlock()
+		return nil
+	}
+	s.bf.pending = nil
+	s.bf.mu.Unlock()
+	if s.cur != nil || s.streamTop != 0 {
+		return fmt.Errorf("protocol: backfill marker %s at %s inside a transaction", c.id, m.LSN)
+	}
+	t := c.table
+	tr := s.trackers[t.ID]
+	if tr == nil {
+		return fmt.Errorf("backfill of %s: chunk %s for a table not being backfilled", t.ID, c.id)
+	}
+	e := s.openEpoch()
+	place := tr.Chunk(c.snap, m.LSN)
+	moved := 0
+	for i, values := range c.rows {
+		key, err := s.trackKey(t, values)
+		if err != nil {
+			return fmt.Errorf("backfill of %s: %w", t.ID, err)
+		}
+		pos := place.Place(key, i, len(c.rows))
+		if pos.LSN != m.LSN {
+			moved++
+		}
+		ch := &cdc.Change{Table: t, Op: cdc.OpInsert, Values: values}
+		if err := s.checkEnumLabels(ctx, e, ch); err != nil {
+			return err
+		}
+		// __xid 0 marks a snapshot row (DESIGN §4): it reflects every
+		// transaction the chunk's snapshot saw, none of them alone.
+		if err := e.Write(cdc.RowMeta{Op: cdc.OpInsert, LSN: pos.LSN, Seq: pos.Seq, CommitTime: c.readAt}, ch); err != nil {
+			return fmt.Errorf("backfill of %s: %w", t.ID, err)
+		}
+	}
+	for _, other := range s.trackers {
+		other.Prune(c.snap)
+	}
+	res := backfill.ChunkResult{Rows: len(c.rows), Limit: c.limit, LastKey: c.lastKey, Marker: m.LSN}
+	now, estimate := s.now(), c.estimate
+	e.Also(func(mf *manifest.Manifest) error {
+		mt := mf.Tables[t.ID.String()]
+		if mt == nil {
+			return fmt.Errorf("backfill of %s: the table vanished from the manifest", t.ID)
+		}
+		mt.Snapshot = backfill.Advance(mt.Snapshot, res, now)
+		if estimate > 0 && mt.Snapshot.RowsEstimate == 0 {
+			mt.Snapshot.RowsEstimate = estimate
+		}
+		return nil
+	})
+	// The chunk is no transaction of the source, but the epoch holds it as
+	// one so that it is flushed; its end is a position already received.
+	e.CommitTxn(cdc.TxnMeta{EndLSN: max(s.durable, s.receivedLSN)}, s.now())
+	if len(c.rows) < c.limit {
+		delete(s.trackers, t.ID)
+	}
+	s.log.Info("backfill chunk placed", "table", t.ID.String(), "rows", len(c.rows), "marker", m.LSN,
+		"before_invisible_changes", moved, "tracked_changes", tr.Len(), "epoch", e.Number)
+	close(c.placed)
+	return nil
+}
+
+// track records a committed change of a table being backfilled.
+func (s *Service) track(tr *backfill.Tracker, meta cdc.RowMeta, c *cdc.Change) error {
+	if c.Op == cdc.OpTruncate {
+		tr.Truncate(meta.XID, meta.LSN)
+		return nil
+	}
+	key, err := s.trackKey(c.Table, c.Values)
+	if err != nil {
+		return err
+	}
+	tr.Change(key, meta.XID, meta.LSN)
+	return nil
+}
+
+// trackKey is the key of a row as the tracker compares it: each key
+// column's typed value (the Parquet value the row's text converts to), so
+// that the stream's text and the COPY's text of one value always agree.
+func (s *Service) trackKey(t *cdc.Table, values []cdc.Datum) (string, error) {
+	sc, err := s.schema(t)
+	if err != nil {
+		return "", err
+	}
+	var b []byte
+	for _, name := range t.PrimaryKey {
+		i := t.ColumnIndex(name)
+		if i < 0 || i >= len(values) || values[i].Kind != cdc.DatumText {
+			b = append(b, 0)
+			continue
+		}
+		text := string(values[i].Text)
+		vals, err := sc.ColumnValues(i, &text)
+		if err != nil {
+			return "", fmt.Errorf("table %s: key column %q: %w", t.ID, name, err)
+		}
+		for _, v := range vals {
+			str := v.String()
+			b = binary.AppendUvarint(append(b, 1), uint64(len(str)))
+			b = append(b, str...)
+		}
+	}
+	return string(b), nil
+}
