@@ -23,6 +23,7 @@ type Config struct {
 	Metrics     MetricsConfig
 	Guardrail   GuardrailConfig
 	Schema      SchemaConfig
+	Backfill    BackfillConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -314,6 +315,15 @@ type SchemaConfig struct {
 	ReconcileIntervalSec int
 }
 
+// BackfillConfig is the "backfill" section: copying tables while streaming
+// (a table added to the configuration, a resumed init, a resnapshot).
+type BackfillConfig struct {
+	// ChunkRows (backfill.chunk_rows, PGCDC_BACKFILL_CHUNK_ROWS): rows per
+	// chunk, each read in its own short transaction and held in memory
+	// until the stream places it. Default 50000.
+	ChunkRows int
+}
+
 // Log levels and formats.
 const (
 	LogLevelDebug = "debug"
@@ -388,8 +398,9 @@ func Default() Config {
 			LivenessTimeout: 5 * time.Minute,
 			ReadinessMaxLag: 2 * time.Minute,
 		},
-		Schema: SchemaConfig{ReconcileIntervalSec: 60},
-		Log:    LogConfig{Level: LogLevelInfo, Format: LogFormatText},
-		Types:  map[string]string{},
+		Schema:   SchemaConfig{ReconcileIntervalSec: 60},
+		Backfill: BackfillConfig{ChunkRows: 50_000},
+		Log:      LogConfig{Level: LogLevelInfo, Format: LogFormatText},
+		Types:    map[string]string{},
 	}
 }

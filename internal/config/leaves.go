@@ -76,6 +76,7 @@ func leaves(c *Config) []leaf {
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},
 		{"guardrail.max_retained_wal_bytes", &c.Guardrail.MaxRetainedWALBytes},
 		{"schema.reconcile_interval_sec", &c.Schema.ReconcileIntervalSec},
+		{"backfill.chunk_rows", &c.Backfill.ChunkRows},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
 		{"types", &c.Types},

@@ -168,6 +168,9 @@ func (c Config) Validate() error {
 	if c.Metrics.ReadinessMaxLag <= 0 {
 		bad("metrics.readiness_max_lag", "must be > 0, got %s", c.Metrics.ReadinessMaxLag)
 	}
+	if c.Backfill.ChunkRows <= 0 {
+		bad("backfill.chunk_rows", "must be > 0, got %d", c.Backfill.ChunkRows)
+	}
 	if c.Schema.ReconcileIntervalSec < 0 {
 		bad("schema.reconcile_interval_sec", "must be 0 (off) or positive, got %d", c.Schema.ReconcileIntervalSec)
 	}
