@@ -22,7 +22,8 @@ import (
 // only read, and are not audited.
 var auditedActions = map[string]bool{
 	"preflight": true, "init": true, "start": true, "teardown": true,
-	"compact": true, "verify": true, "config print": true,
+	"compact": true, "verify": true, "config print": true, "rebuild": true,
+	"reconcile": true,
 }
 
 // audit is the audit stream of one command: records with audit=true and

@@ -51,6 +51,7 @@ func run(args []string) int {
 		newDumpCmd(&configPath),
 		newVerifyCmd(&configPath),
 		newConfigCmd(&configPath),
+		newReconcileCmd(&configPath),
 		newVersionCmd(),
 	)
 	root.SetArgs(args)

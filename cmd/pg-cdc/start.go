@@ -110,6 +110,18 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		return err
 	}
 	obs.watchSource(cfg, spec, committer.Current().Source.Slot)
+	if every := time.Duration(cfg.Schema.ReconcileIntervalSec) * time.Second; every > 0 {
+		rctx, stopReconciler := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runReconciler(rctx, spec, every, committer.Current, log)
+		}()
+		defer func() {
+			stopReconciler()
+			<-done
+		}()
+	}
 	obs.ready()
 	attempt := 0
 	for {
