@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,4 +141,43 @@ func (db *DB) EstimateRows(ctx context.Context, id cdc.TableID) (int64, error) {
 		return 0, fmt.Errorf("estimate rows of %s on %s: %w", id, db.server, err)
 	}
 	return int64(n), nil
+}
+
+// WaitInFlight waits until every transaction that had an xid when it was
+// called has ended (the xmin of a fresh snapshot has passed the xmax of the
+// first), polling every interval. After ALTER PUBLICATION … ADD TABLE it
+// makes the publication's boundary sharp for a backfill: a transaction
+// that began before the ALTER (whose changes the stream may or may not
+// publish, depending on when its catalog snapshot was taken) has finished,
+// so every chunk snapshot taken afterwards sees it; transactions that
+// begin later are published.
+func (db *DB) WaitInFlight(ctx context.Context, interval time.Duration, waiting func(xmin, until cdc.XID)) error {
+	var first string
+	err := db.with(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&first)
+	})
+	if err != nil {
+		return fmt.Errorf("wait for transactions in flight on %s: %w", db.server, err)
+	}
+	until, err := strconv.ParseUint(first, 10, 64)
+	if err != nil {
+		return fmt.Errorf("wait for transactions in flight on %s: xmax %q: %w", db.server, first, err)
+	}
+	for n := 0; ; n++ {
+		xmin, err := db.CurrentXID(ctx)
+		if err != nil {
+			return err
+		}
+		if uint64(xmin) >= until {
+			return nil
+		}
+		if waiting != nil && n%50 == 49 {
+			waiting(xmin, cdc.XID(until))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
+)
+
+// addNewTables brings the tables the configuration captures (tables.include,
+// or the watched schemas) that the manifest lacks into the capture: each is
+// recorded in the manifest with its schema and snapshot state backfilling,
+// then added to the publication, and the session's backfill copies it while
+// the stream runs (docs/decisions.md, online backfill).
+//
+// The order makes a crash harmless: the manifest names the table first, so
+// the stream knows it before the publication sends its first change; a
+// crash before the ALTER PUBLICATION leaves a backfilling table that the
+// next start adds to the publication again (EnsurePublication is a no-op
+// for a table already published). After the ALTER, the backfill waits for
+// the transactions in flight to end (postgres.DB.WaitInFlight): a chunk
+// snapshot then sees every transaction the publication may have missed,
+// and every later one is published.
+func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *manifest.Committer, log *slog.Logger) error {
+	include, err := cfg.IncludeIDs()
+	if err != nil {
+		return usageError{err}
+	}
+	tables, err := db.DiscoverTables(ctx, cfg.Source.Postgres.Schemas, include, cfg.Tables.Exclude)
+	if err != nil {
+		return err
+	}
+	m := mc.Current()
+	var fresh []*cdc.Table
+	for _, t := range tables {
+		if m.Tables[t.ID.String()] == nil {
+			fresh = append(fresh, t)
+		}
+	}
+	var unpublished []cdc.TableID
+	for _, mt := range m.Tables {
+		if !mt.Snapshot.Complete() {
+			unpublished = append(unpublished, mt.ID())
+		}
+	}
+	if len(fresh) == 0 && len(unpublished) == 0 {
+		return nil
+	}
+	if len(fresh) > 0 {
+		if err := applyTypeOverrides(fresh, overridesFor(fresh, cfg.Types)); err != nil {
+			return usageError{err}
+		}
+		warnings, err := postgres.CheckTables(fresh)
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			log.Warn(w)
+		}
+		var added []*manifest.Table
+		for _, t := range fresh {
+			if len(t.PrimaryKey) == 0 {
+				return &cdc.Error{
+					Class: cdc.ErrSchemaChanged,
+					Msg:   fmt.Sprintf("table %s has no primary key: a table added after init is backfilled by primary key, and it has none", t.ID),
+					Hint:  fmt.Sprintf("add a primary key to it (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave it out with tables.exclude; REPLICA IDENTITY FULL is not enough", t.ID),
+				}
+			}
+			mt, err := manifestTable(t, nil, 0)
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC()
+			mt.Snapshot = manifest.Snapshot{State: manifest.SnapshotBackfilling, StartedAt: &now}
+			added = append(added, mt)
+			unpublished = append(unpublished, t.ID)
+		}
+		if _, err := mc.Commit(ctx, func(m *manifest.Manifest) error {
+			for _, mt := range added {
+				if m.Tables[mt.ID().String()] == nil {
+					m.Tables[mt.ID().String()] = mt
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("record new tables: %w", err)
+		}
+		names := make([]string, len(added))
+		for i, mt := range added {
+			names[i] = mt.ID().String()
+		}
+		log.Info("new tables captured; they are backfilled while streaming", "tables", strings.Join(names, ","))
+	}
+	slices.SortFunc(unpublished, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
+	if err := db.EnsurePublication(ctx, cfg.Replication.Publication, unpublished); err != nil {
+		return err
+	}
+	return db.WaitInFlight(ctx, 100*time.Millisecond, func(xmin, until cdc.XID) {
+		log.Info("backfill waits for transactions older than the publication change to end", "xmin", uint64(xmin), "until", uint64(until))
+	})
+}
+
+// overridesFor keeps the types: overrides that name a column of tables.
+func overridesFor(tables []*cdc.Table, types map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, ref := range slices.Sorted(maps.Keys(types)) {
+		schema, table, _, err := config.ParseColumnRef(ref)
+		if err != nil {
+			out[ref] = types[ref] // reported by applyTypeOverrides
+			continue
+		}
+		for _, t := range tables {
+			if t.ID.Schema == schema && t.ID.Name == table {
+				out[ref] = types[ref]
+			}
+		}
+	}
+	return out
+}
