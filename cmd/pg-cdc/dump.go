@@ -20,6 +20,8 @@ func newDumpCmd(configPath *string) *cobra.Command {
 		table  string
 		format string
 		epoch  int64
+
+		allowIncomplete bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dump --table schema.table",
@@ -55,6 +57,12 @@ has not folded that epoch into the base. Output rules: docs/types.md.`,
 				return err
 			}
 			mt := m.Tables[ids[0].String()]
+			if _, incomplete := incompleteTables(m, ids); len(incomplete) > 0 {
+				if !allowIncomplete {
+					return incompleteError(incomplete)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the snapshot of %s is not complete: this is part of the table only\n", incomplete[0])
+			}
 			opts := merge.Options{MemoryBytes: cfg.Compaction.MemoryBudgetBytes}
 			if cmd.Flags().Changed("epoch") {
 				if epoch < 0 || uint64(epoch) > m.Epoch {
@@ -107,5 +115,6 @@ has not folded that epoch into the base. Output rules: docs/types.md.`,
 	cmd.Flags().StringVar(&table, "table", "", "the table to print (schema.table, as the manifest names it)")
 	cmd.Flags().StringVar(&format, "format", "csv", "csv or jsonl")
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "print the table as of this epoch (default: the latest)")
+	cmd.Flags().BoolVar(&allowIncomplete, "allow-incomplete", false, "print a table whose snapshot is not complete (part of the table), with a warning, instead of exiting 18")
 	return cmd
 }

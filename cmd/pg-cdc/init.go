@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
@@ -63,12 +64,16 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		return err
 	}
 
-	// A completed init is reported, never redone.
+	// A completed init is reported, never redone; an interrupted one is
+	// reported with what is left, which start completes.
 	m, _, err := manifest.Load(ctx, store)
 	switch {
 	case err == nil:
 		if err := checkIdentity(m, ident); err != nil {
 			return err
+		}
+		if len(unfinishedTables(m)) > 0 {
+			return resumeInit(ctx, out, db, store, m, cfg, log)
 		}
 		fmt.Fprintf(out, "already initialized: %d tables, epoch %d, end LSN %s (manifest %s in %s); nothing changed\n",
 			len(m.Tables), m.Epoch, m.EndLSN, manifest.Key, sinkName(cfg))
@@ -142,15 +147,11 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 	snapTime := time.Now().UTC()
 	log.Info("created replication slot", "slot", cfg.Replication.Slot, "lsn", lsn, "snapshot", snapName, "tables", len(tables))
 
-	bases, err := snapshot.Run(ctx, db, store, tables, snapshot.Options{
-		Snapshot: snapName, LSN: lsn, Time: snapTime, Workers: cfg.Init.ParallelWorkers,
-		Generation: firstGeneration, SpoolDir: filepath.Join(cfg.State.Path, "spool"), PartRows: snapshotPartRows,
-		Encoders: min(2, runtime.GOMAXPROCS(0)),
-	}, log)
-	if err != nil {
-		return err
-	}
-
+	// The manifest comes first, with every table pending: from here on it
+	// refers to the slot, so a rerun keeps the slot, and each table's base is
+	// committed the moment it is copied (DESIGN §5, "Interrupted initial
+	// snapshot"). Its end LSN is the consistent point, where start streams
+	// from whatever the snapshot finished.
 	m = &manifest.Manifest{
 		Source: manifest.Source{
 			SystemIdentifier: ident.SystemIdentifier, Timeline: ident.Timeline, Database: ident.Database,
@@ -162,14 +163,37 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		History: []manifest.EpochRecord{{Epoch: 0, EndLSN: lsn, MaxCommitTime: snapTime, FlushedAt: time.Now().UTC()}},
 	}
 	for _, t := range tables {
-		mt, err := manifestTable(t, bases[t.ID.String()], lsn)
+		mt, err := pendingTable(ctx, db, t, snapTime)
 		if err != nil {
 			return err
 		}
 		m.Tables[t.ID.String()] = mt
 	}
-	if _, err := manifest.Create(ctx, store, m, time.Now()); err != nil {
+	committer, err := manifest.Create(ctx, store, m, time.Now())
+	if err != nil {
 		return err
+	}
+	rec := snapshot.NewRecorder(committer, lsn)
+	progress := &snapshot.Progress{}
+	var bases map[string]*manifest.Base
+	g, gctx := errgroup.WithContext(ctx)
+	watchCtx, stopWatch := context.WithCancel(gctx)
+	g.Go(func() error { return rec.Watch(watchCtx, progress, initProgressInterval) })
+	g.Go(func() error {
+		defer stopWatch()
+		var err error
+		bases, err = snapshot.Run(gctx, db, store, tables, snapshot.Options{
+			Snapshot: snapName, LSN: lsn, Time: snapTime, Workers: cfg.Init.ParallelWorkers,
+			Generation: firstGeneration, SpoolDir: filepath.Join(cfg.State.Path, "spool"), PartRows: snapshotPartRows,
+			Encoders: min(2, runtime.GOMAXPROCS(0)),
+			Done:     rec.TableDone, Progress: progress,
+		}, log)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		done := len(m.Tables) - len(unfinishedTables(committer.Current()))
+		return fmt.Errorf("initial snapshot stopped with %d of %d tables complete, which the manifest keeps (run 'pg-cdc init' again to see what is left, then 'pg-cdc start' to complete it): %w",
+			done, len(m.Tables), err)
 	}
 	var rows int64
 	for _, b := range bases {
@@ -179,6 +203,10 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		len(tables), rows, lsn, sinkName(cfg))
 	return nil
 }
+
+// initProgressInterval is how often init commits the rows copied so far of
+// the tables it is copying, for status.
+const initProgressInterval = 5 * time.Second
 
 // snapshotPartRows bounds a base file's size for big tables.
 const snapshotPartRows = 4_000_000
@@ -202,6 +230,33 @@ func manifestTable(t *cdc.Table, base *manifest.Base, lsn cdc.LSN) (*manifest.Ta
 		Base:          base,
 		Deltas:        []manifest.Delta{},
 	}, nil
+}
+
+// pendingTable is t as init first records it: its schema, snapshot pending
+// with the planner's row estimate, no base.
+func pendingTable(ctx context.Context, db *postgres.DB, t *cdc.Table, started time.Time) (*manifest.Table, error) {
+	mt, err := manifestTable(t, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	estimate, err := db.EstimateRows(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	mt.Snapshot = manifest.Snapshot{State: manifest.SnapshotPending, RowsEstimate: estimate, StartedAt: &started}
+	return mt, nil
+}
+
+// unfinishedTables lists, sorted, the tables whose snapshot is not complete.
+func unfinishedTables(m *manifest.Manifest) []string {
+	var out []string
+	for key, t := range m.Tables {
+		if !t.Snapshot.Complete() {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkIdentity refuses a database that is not the one the manifest was

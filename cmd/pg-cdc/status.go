@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -159,9 +160,13 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 				bytes += f.Bytes
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", k, t.Snapshot.State, baseRows, tombstones, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch, compacted)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", k, snapshotColumn(t.Snapshot), baseRows, tombstones, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch, compacted)
 	}
 	tw.Flush()
+	if unfinished := unfinishedTables(m); len(unfinished) > 0 {
+		fmt.Fprintf(out, "snapshot:  %d of %d tables are not complete (%s): until they are, their merged state is partial; 'pg-cdc start' completes them as backfills, and dump and verify refuse them\n",
+			len(unfinished), len(m.Tables), strings.Join(unfinished, ", "))
+	}
 	printAdjusted(out, m, keys)
 	if n := len(m.Garbage); n > 0 {
 		oldest := m.Garbage[0].RetiredAt
@@ -173,6 +178,15 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 		fmt.Fprintf(out, "garbage:   %d retired files, oldest retired %s ago; deleted by compaction once older than gc.grace_period\n",
 			n, now.Sub(oldest).Round(time.Second))
 	}
+}
+
+// snapshotColumn is the SNAPSHOT column: the state, and while it is not
+// complete, the rows copied so far against the estimate.
+func snapshotColumn(s manifest.Snapshot) string {
+	if s.Complete() {
+		return s.State
+	}
+	return s.State + " " + snapshotProgress(s)
 }
 
 // printAdjusted lists, per table and column, the values a documented type

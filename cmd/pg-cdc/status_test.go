@@ -79,3 +79,52 @@ func TestSlotForecast(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintManifestUnfinishedSnapshot: a table whose snapshot is not
+// complete shows its state and progress, and status says the merged state
+// of those tables is partial; the interrupted init's report lists them.
+func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	m := &manifest.Manifest{
+		EndLSN: 0x16B3748,
+		Tables: map[string]*manifest.Table{
+			"public.t1": {Schema: "public", Name: "t1", PrimaryKey: []string{"id"},
+				Snapshot: manifest.Snapshot{State: manifest.SnapshotComplete}, Base: &manifest.Base{RowCount: 1000}},
+			"public.t3": {Schema: "public", Name: "t3", PrimaryKey: []string{"id"},
+				Snapshot: manifest.Snapshot{State: manifest.SnapshotBackfilling, RowsCopied: 250, RowsEstimate: 1000}},
+			"public.t4": {Schema: "public", Name: "t4",
+				Snapshot: manifest.Snapshot{State: manifest.SnapshotPending}},
+		},
+	}
+	var out bytes.Buffer
+	printManifest(&out, m, now)
+	got := out.String()
+	for _, want := range []string{
+		"backfilling 250 / ~1000 (25%)",
+		"snapshot:  2 of 3 tables are not complete (public.t3, public.t4)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(l, "public.t1 ") && !strings.Contains(l, " complete ") {
+			t.Errorf("the complete table: %q", l)
+		}
+	}
+
+	out.Reset()
+	printResume(&out, m, map[string]int64{"public.t3": 250}, "slot_x")
+	got = out.String()
+	for _, want := range []string{
+		"init was interrupted: 1 of 3 tables are complete at the consistent point 0/16B3748; 2 are not",
+		"the interrupted copy had read 250 rows",
+		"slot slot_x are kept",
+		"run 'pg-cdc start'",
+		"table public.t4 has no primary key, so start cannot backfill it",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the resume report lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -26,6 +26,8 @@ func newVerifyCmd(configPath *string) *cobra.Command {
 		tables []string
 		wait   time.Duration
 		format string
+
+		allowIncomplete bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -42,6 +44,7 @@ the watermark reaches the manifest. See docs/operations.md#verify.`,
 	cmd.Flags().StringArrayVar(&tables, "table", nil, "verify only this table (schema.table, as the manifest names it); repeatable")
 	cmd.Flags().DurationVar(&wait, "wait", verify.DefaultWait, "how long the manifest may take to pass the watermark")
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	cmd.Flags().BoolVar(&allowIncomplete, "allow-incomplete", false, "skip tables whose snapshot is not complete (listed as not compared) instead of exiting 18")
 	cmd.RunE = withSignals(configPath, func(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobra.Command) error {
 		if format != "text" && format != "json" {
 			return usageError{fmt.Errorf("--format %q: want text or json", format)}
@@ -57,6 +60,18 @@ the watermark reaches the manifest. See docs/operations.md#verify.`,
 		ids, err := resolveTables(m, tables)
 		if err != nil {
 			return err
+		}
+		ids, incomplete := incompleteTables(m, ids)
+		if len(incomplete) > 0 {
+			if !allowIncomplete {
+				return incompleteError(incomplete)
+			}
+			for _, t := range incomplete {
+				fmt.Fprintf(cmd.ErrOrStderr(), "not compared: the snapshot of %s is not complete\n", t)
+			}
+			if len(ids) == 0 {
+				return nil
+			}
 		}
 		spec, err := sourceConn(ctx, cfg)
 		if err != nil {
