@@ -22,6 +22,7 @@ import (
 // timeout, since no error ever arrives), reconnect, count the reconnects,
 // lose nothing and never confirm past the manifest.
 func TestReplicationConnectionFaults(t *testing.T) {
+	waitBound(t)
 	cluster := pgtest.NewWith(t, pgtest.Options{Settings: []string{"wal_sender_timeout = '3s'"}})
 	e := newEnv(t, envOptions{cluster: cluster, flushInterval: 1})
 	seed(t, e, 20, 20)

@@ -15,6 +15,7 @@ import (
 // (SIGKILL of the postmaster), under a running daemon and workload. The
 // daemon must ride both out with its bounded retries and lose nothing.
 func TestPostgresRestartAndCrash(t *testing.T) {
+	waitBound(t)
 	cluster := pgtest.New(t)
 	e := newEnv(t, envOptions{cluster: cluster})
 	seed(t, e, 50, 50)

@@ -33,6 +33,7 @@ import (
 // held), nothing is lost (the merged state equals the source), the slot is
 // never confirmed past the manifest, and no manifest names a missing file.
 func TestS3LongBlackhole(t *testing.T) {
+	waitBound(t)
 	if testing.Short() {
 		t.Skip("long: a 60 s blackhole")
 	}
@@ -141,6 +142,7 @@ func TestS3LongBlackhole(t *testing.T) {
 // past the manifest. A supervisor's restart once the sink is back loses
 // nothing.
 func TestSinkDownExitsRetriesExhausted(t *testing.T) {
+	waitBound(t)
 	const attempts = 4
 	var proxy *faultProxy
 	e := newEnv(t, envOptions{sink: "s3",
@@ -210,6 +212,7 @@ func TestSinkDownExitsRetriesExhausted(t *testing.T) {
 // under the same 256 MiB as a million-row transaction's, no upload fails
 // for being slow (only a stalled one would), and nothing is lost.
 func TestSlowSinkBoundedMemory(t *testing.T) {
+	waitBound(t)
 	if testing.Short() {
 		t.Skip("long: 400,000 rows through a slow sink")
 	}
@@ -371,6 +374,7 @@ func rssKiB(pid int) int64 {
 // and the next one resumes from the new manifest: the stream goes on,
 // nothing is lost, nothing is confirmed past the manifest.
 func TestFlushLongerThanWalSenderTimeout(t *testing.T) {
+	waitBound(t)
 	if testing.Short() {
 		t.Skip("long: flushes of several seconds")
 	}
