@@ -102,7 +102,8 @@ func TestPlaceTruncate(t *testing.T) {
 
 func TestAdvance(t *testing.T) {
 	now := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
-	s := manifest.Snapshot{State: manifest.SnapshotPending}
+	// A pending table whose init copy was interrupted: its count is reset.
+	s := manifest.Snapshot{State: manifest.SnapshotPending, RowsCopied: 1234}
 	s = Advance(s, ChunkResult{Rows: 3, Limit: 3, LastKey: []string{"3"}, Marker: 0x10}, now)
 	if s.State != manifest.SnapshotBackfilling || s.RowsCopied != 3 || s.Chunks != 1 || s.LastKey[0] != "3" || s.StartedAt == nil {
 		t.Fatalf("after a full chunk: %+v", s)

@@ -27,6 +27,11 @@ func Advance(s manifest.Snapshot, r ChunkResult, now time.Time) manifest.Snapsho
 		t := now.UTC()
 		out.StartedAt = &t
 	}
+	if out.Chunks == 0 && out.LastKey == nil {
+		// The first chunk: a count left by an interrupted init's copy of
+		// this table counts rows that are not in the sink.
+		out.RowsCopied = 0
+	}
 	out.RowsCopied += int64(r.Rows)
 	out.Chunks++
 	if r.Rows > 0 {

@@ -150,7 +150,7 @@ func (s *Service) runBackfills(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			estimate = max(n, 1) // recorded once: 0 means "not estimated yet"
+			estimate = n // 0 (never analysed): asked again next session
 		}
 		s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit)
 		after := job.after
