@@ -322,6 +322,13 @@ type BackfillConfig struct {
 	// chunk, each read in its own short transaction and held in memory
 	// until the stream places it. Default 50000.
 	ChunkRows int
+	// DiscoverIntervalSec (backfill.discover_interval_sec,
+	// PGCDC_BACKFILL_DISCOVER_INTERVAL_SEC): how often start looks for
+	// tables created in the watched schemas (or named in tables.include)
+	// that it does not capture yet, to publish and backfill them without a
+	// restart. Default 30; 0 turns it off (start still adds them when it
+	// starts).
+	DiscoverIntervalSec int
 }
 
 // Log levels and formats.
@@ -399,7 +406,7 @@ func Default() Config {
 			ReadinessMaxLag: 2 * time.Minute,
 		},
 		Schema:   SchemaConfig{ReconcileIntervalSec: 60},
-		Backfill: BackfillConfig{ChunkRows: 50_000},
+		Backfill: BackfillConfig{ChunkRows: 50_000, DiscoverIntervalSec: 30},
 		Log:      LogConfig{Level: LogLevelInfo, Format: LogFormatText},
 		Types:    map[string]string{},
 	}

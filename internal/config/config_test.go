@@ -88,7 +88,7 @@ func TestParseFull(t *testing.T) {
 		GC:          GCConfig{GracePeriod: 2 * time.Hour},
 		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
 		Schema:      SchemaConfig{ReconcileIntervalSec: 60},
-		Backfill:    BackfillConfig{ChunkRows: 50_000},
+		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverIntervalSec: 30},
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -395,7 +395,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
 		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
 		Schema:     SchemaConfig{ReconcileIntervalSec: 1},
-		Backfill:   BackfillConfig{ChunkRows: 1},
+		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverIntervalSec: 1},
 		Log:        LogConfig{Level: "v", Format: "v"},
 		Types:      map[string]string{"s.t.c": "v"},
 	}) {

@@ -77,6 +77,7 @@ func leaves(c *Config) []leaf {
 		{"guardrail.max_retained_wal_bytes", &c.Guardrail.MaxRetainedWALBytes},
 		{"schema.reconcile_interval_sec", &c.Schema.ReconcileIntervalSec},
 		{"backfill.chunk_rows", &c.Backfill.ChunkRows},
+		{"backfill.discover_interval_sec", &c.Backfill.DiscoverIntervalSec},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
 		{"types", &c.Types},

@@ -171,6 +171,9 @@ func (c Config) Validate() error {
 	if c.Backfill.ChunkRows <= 0 {
 		bad("backfill.chunk_rows", "must be > 0, got %d", c.Backfill.ChunkRows)
 	}
+	if c.Backfill.DiscoverIntervalSec < 0 {
+		bad("backfill.discover_interval_sec", "must be 0 (off) or positive, got %d", c.Backfill.DiscoverIntervalSec)
+	}
 	if c.Schema.ReconcileIntervalSec < 0 {
 		bad("schema.reconcile_interval_sec", "must be 0 (off) or positive, got %d", c.Schema.ReconcileIntervalSec)
 	}
