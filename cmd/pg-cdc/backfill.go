@@ -13,6 +13,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/replicate"
 )
 
 // addNewTables brings the tables the configuration captures (tables.include,
@@ -30,20 +31,11 @@ import (
 // snapshot then sees every transaction the publication may have missed,
 // and every later one is published.
 func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *manifest.Committer, log *slog.Logger) error {
-	include, err := cfg.IncludeIDs()
-	if err != nil {
-		return usageError{err}
-	}
-	tables, err := db.DiscoverTables(ctx, cfg.Source.Postgres.Schemas, include, cfg.Tables.Exclude)
+	m := mc.Current()
+	f := tableFinder{cfg: cfg, db: db, log: log}
+	added, err := f.NewTables(ctx, func(id cdc.TableID) bool { return m.Tables[id.String()] != nil })
 	if err != nil {
 		return err
-	}
-	m := mc.Current()
-	var fresh []*cdc.Table
-	for _, t := range tables {
-		if m.Tables[t.ID.String()] == nil {
-			fresh = append(fresh, t)
-		}
 	}
 	var unpublished []cdc.TableID
 	for _, mt := range m.Tables {
@@ -51,38 +43,10 @@ func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *m
 			unpublished = append(unpublished, mt.ID())
 		}
 	}
-	if len(fresh) == 0 && len(unpublished) == 0 {
+	if len(added) == 0 && len(unpublished) == 0 {
 		return nil
 	}
-	if len(fresh) > 0 {
-		if err := applyTypeOverrides(fresh, overridesFor(fresh, cfg.Types)); err != nil {
-			return usageError{err}
-		}
-		warnings, err := postgres.CheckTables(fresh)
-		if err != nil {
-			return err
-		}
-		for _, w := range warnings {
-			log.Warn(w)
-		}
-		var added []*manifest.Table
-		for _, t := range fresh {
-			if len(t.PrimaryKey) == 0 {
-				return &cdc.Error{
-					Class: cdc.ErrSchemaChanged,
-					Msg:   fmt.Sprintf("table %s has no primary key: a table added after init is backfilled by primary key, and it has none", t.ID),
-					Hint:  fmt.Sprintf("add a primary key to it (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave it out with tables.exclude; REPLICA IDENTITY FULL is not enough", t.ID),
-				}
-			}
-			mt, err := manifestTable(t, nil, 0)
-			if err != nil {
-				return err
-			}
-			now := time.Now().UTC()
-			mt.Snapshot = manifest.Snapshot{State: manifest.SnapshotBackfilling, StartedAt: &now}
-			added = append(added, mt)
-			unpublished = append(unpublished, t.ID)
-		}
+	if len(added) > 0 {
 		if _, err := mc.Commit(ctx, func(m *manifest.Manifest) error {
 			for _, mt := range added {
 				if m.Tables[mt.ID().String()] == nil {
@@ -96,15 +60,85 @@ func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *m
 		names := make([]string, len(added))
 		for i, mt := range added {
 			names[i] = mt.ID().String()
+			unpublished = append(unpublished, mt.ID())
 		}
 		log.Info("new tables captured; they are backfilled while streaming", "tables", strings.Join(names, ","))
 	}
-	slices.SortFunc(unpublished, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
-	if err := db.EnsurePublication(ctx, cfg.Replication.Publication, unpublished); err != nil {
+	return f.Publish(ctx, unpublished)
+}
+
+// tableFinder finds tables to capture that are not captured yet, and
+// publishes them: the replicate.TableSource of a session.
+type tableFinder struct {
+	cfg config.Config
+	db  *postgres.DB
+	log *slog.Logger
+}
+
+var _ replicate.TableSource = tableFinder{}
+
+// NewTables returns, as the manifest is to record them (snapshot
+// backfilling, no base), the tables the configuration captures for which
+// known is false. A table without a primary key is refused: a backfill
+// places rows by key.
+func (f tableFinder) NewTables(ctx context.Context, known func(cdc.TableID) bool) ([]*manifest.Table, error) {
+	include, err := f.cfg.IncludeIDs()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	tables, err := f.db.DiscoverTables(ctx, f.cfg.Source.Postgres.Schemas, include, f.cfg.Tables.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []*cdc.Table
+	for _, t := range tables {
+		if !known(t.ID) {
+			fresh = append(fresh, t)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	if err := applyTypeOverrides(fresh, overridesFor(fresh, f.cfg.Types)); err != nil {
+		return nil, usageError{err}
+	}
+	warnings, err := postgres.CheckTables(fresh)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		f.log.Warn(w)
+	}
+	var out []*manifest.Table
+	for _, t := range fresh {
+		if len(t.PrimaryKey) == 0 {
+			return nil, &cdc.Error{
+				Class: cdc.ErrSchemaChanged,
+				Msg:   fmt.Sprintf("table %s has no primary key: a table captured after init is backfilled by primary key, and it has none", t.ID),
+				Hint:  fmt.Sprintf("add a primary key to it (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave it out with tables.exclude; REPLICA IDENTITY FULL is not enough", t.ID),
+			}
+		}
+		mt, err := manifestTable(t, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now().UTC()
+		mt.Snapshot = manifest.Snapshot{State: manifest.SnapshotBackfilling, StartedAt: &now}
+		out = append(out, mt)
+	}
+	return out, nil
+}
+
+// Publish adds the tables to the publication and waits for the
+// transactions older than that change to end.
+func (f tableFinder) Publish(ctx context.Context, ids []cdc.TableID) error {
+	ids = slices.Clone(ids)
+	slices.SortFunc(ids, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
+	if err := f.db.EnsurePublication(ctx, f.cfg.Replication.Publication, ids); err != nil {
 		return err
 	}
-	return db.WaitInFlight(ctx, 100*time.Millisecond, func(xmin, until cdc.XID) {
-		log.Info("backfill waits for transactions older than the publication change to end", "xmin", uint64(xmin), "until", uint64(until))
+	return f.db.WaitInFlight(ctx, 100*time.Millisecond, func(xmin, until cdc.XID) {
+		f.log.Info("backfill waits for transactions older than the publication change to end", "xmin", uint64(xmin), "until", uint64(until))
 	})
 }
 

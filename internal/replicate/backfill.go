@@ -30,8 +30,24 @@ type ChunkSource interface {
 	EstimateRows(ctx context.Context, id cdc.TableID) (int64, error)
 }
 
+// TableSource finds tables to capture that the manifest lacks (a table
+// created in a watched schema while start runs) and publishes them. The
+// command implements it from the configuration.
+type TableSource interface {
+	// NewTables returns the tables to capture for which known is false, as
+	// the manifest is to record them (snapshot backfilling, no base).
+	NewTables(ctx context.Context, known func(cdc.TableID) bool) ([]*manifest.Table, error)
+	// Publish adds the tables to the publication and waits until the
+	// transactions older than that change have ended.
+	Publish(ctx context.Context, ids []cdc.TableID) error
+}
+
 // MarkerPrefix is the prefix of a backfill chunk's marker message.
 const MarkerPrefix = "pgcdc.backfill"
+
+// AddPrefix is the prefix of the message that hands a newly found table to
+// the loop, before the table is published.
+const AddPrefix = "pgcdc.addtable"
 
 // DefaultChunkRows is the chunk size when Config.ChunkRows is zero.
 const DefaultChunkRows = 50_000
@@ -62,7 +78,15 @@ type chunk struct {
 type backfills struct {
 	mu      sync.Mutex
 	pending *chunk
+	adding  *addition
 	errc    chan error // the worker's error, at most one
+}
+
+// addition is a newly found table waiting for its AddPrefix message.
+type addition struct {
+	id    string
+	table *manifest.Table
+	done  chan struct{}
 }
 
 // newBackfills lists the tables of m whose snapshot is not complete and
@@ -81,6 +105,7 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 	slices.Sort(keys)
 	for _, key := range keys {
 		mt := m.Tables[key]
+		s.byNameAtStart = append(s.byNameAtStart, mt.ID())
 		if mt.Snapshot.Complete() {
 			continue
 		}
@@ -101,7 +126,7 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 // startBackfills runs the chunk worker beside the loop and returns the
 // function that stops it and waits for it.
 func (s *Service) startBackfills(ctx context.Context) (stop func()) {
-	if len(s.bfJobs) == 0 || s.cfg.Chunks == nil {
+	if s.cfg.Chunks == nil || (len(s.bfJobs) == 0 && (s.cfg.Tables == nil || s.cfg.DiscoverInterval <= 0)) {
 		if len(s.bfJobs) > 0 {
 			s.log.Warn("tables wait for a backfill, but this session has no chunk source", "tables", len(s.bfJobs))
 		}
@@ -134,67 +159,130 @@ func (s *Service) backfillErr() error {
 	}
 }
 
-// runBackfills copies the tables one after the other, a chunk at a time:
-// read the chunk, hand it to the loop, write its marker, wait until the loop
-// has placed it. One chunk is in memory at a time.
+// runBackfills copies the tables one after the other, a chunk at a time,
+// then (with a TableSource) looks for new tables every DiscoverInterval and
+// backfills each it finds.
 func (s *Service) runBackfills(ctx context.Context) error {
+	known := map[cdc.TableID]bool{}
+	for _, t := range s.byNameAtStart {
+		known[t] = true
+	}
+	for _, job := range s.bfJobs {
+		if err := s.backfillTable(ctx, job); err != nil {
+			return err
+		}
+	}
+	if s.cfg.Tables == nil || s.cfg.DiscoverInterval <= 0 {
+		return nil
+	}
+	ticker := time.NewTicker(s.cfg.DiscoverInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+		found, err := s.cfg.Tables.NewTables(ctx, func(id cdc.TableID) bool { return known[id] })
+		if err != nil {
+			return err
+		}
+		for _, mt := range found {
+			if err := s.addTable(ctx, mt); err != nil {
+				return err
+			}
+			known[mt.ID()] = true
+			t, err := mt.SourceTable()
+			if err != nil {
+				return err
+			}
+			if err := s.backfillTable(ctx, backfillJob{table: t, estimate: true}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// addTable hands a newly found table to the loop, which records it in the
+// manifest (flushed at once), and only then publishes it: the stream knows
+// the table before its first change can arrive. A crash in between leaves a
+// table in the publication that the manifest lacks; start adds it again
+// before streaming (the command's addNewTables).
+func (s *Service) addTable(ctx context.Context, mt *manifest.Table) error {
+	a := &addition{id: fmt.Sprintf("%s/add/%s", s.bfRun, mt.ID()), table: mt, done: make(chan struct{})}
+	s.bf.mu.Lock()
+	s.bf.adding = a
+	s.bf.mu.Unlock()
+	if _, err := s.cfg.Chunks.EmitMarker(ctx, AddPrefix, a.id); err != nil {
+		return err
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.log.Info("new table captured; publishing it, then backfilling it", "table", mt.ID().String())
+	return s.cfg.Tables.Publish(ctx, []cdc.TableID{mt.ID()})
+}
+
+// backfillTable copies one table: read a chunk, hand it to the loop, write
+// its marker, wait until the loop has placed it. One chunk is in memory at a
+// time.
+func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
 	limit := s.cfg.ChunkRows
 	if limit <= 0 {
 		limit = DefaultChunkRows
 	}
-	for _, job := range s.bfJobs {
-		t := job.table
-		var estimate int64
-		if job.estimate {
-			n, err := s.cfg.Chunks.EstimateRows(ctx, t.ID)
-			if err != nil {
-				return err
-			}
-			estimate = n // 0 (never analysed): asked again next session
+	t := job.table
+	var estimate int64
+	if job.estimate {
+		n, err := s.cfg.Chunks.EstimateRows(ctx, t.ID)
+		if err != nil {
+			return err
 		}
-		s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit)
-		after := job.after
-		keyIdx := make([]int, len(t.PrimaryKey))
-		for i, k := range t.PrimaryKey {
-			keyIdx[i] = t.ColumnIndex(k)
-		}
-		for n := 0; ; n++ {
-			c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, placed: make(chan struct{})}
-			estimate = 0
-			snap, _, err := s.cfg.Chunks.ReadChunk(ctx, t, after, limit, func(values []cdc.Datum) error {
-				c.rows = append(c.rows, copyRow(values))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			c.snap, c.readAt = snap, s.now()
-			if len(c.rows) > 0 {
-				last := c.rows[len(c.rows)-1]
-				c.lastKey = make([]string, len(keyIdx))
-				for i, j := range keyIdx {
-					c.lastKey[i] = string(last[j].Text)
-				}
-			}
-			s.bf.mu.Lock()
-			s.bf.pending = c
-			s.bf.mu.Unlock()
-			if _, err := s.cfg.Chunks.EmitMarker(ctx, MarkerPrefix, c.id); err != nil {
-				return err
-			}
-			select {
-			case <-c.placed:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if len(c.rows) < limit {
-				s.log.Info("backfill copied every row; complete with the next flush", "table", t.ID.String(), "chunks", n+1)
-				break
-			}
-			after = c.lastKey
-		}
+		estimate = n // 0 (never analysed): asked again next session
 	}
-	return nil
+	s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit)
+	after := job.after
+	keyIdx := make([]int, len(t.PrimaryKey))
+	for i, k := range t.PrimaryKey {
+		keyIdx[i] = t.ColumnIndex(k)
+	}
+	for n := 0; ; n++ {
+		c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, placed: make(chan struct{})}
+		estimate = 0
+		snap, _, err := s.cfg.Chunks.ReadChunk(ctx, t, after, limit, func(values []cdc.Datum) error {
+			c.rows = append(c.rows, copyRow(values))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		c.snap, c.readAt = snap, s.now()
+		if len(c.rows) > 0 {
+			last := c.rows[len(c.rows)-1]
+			c.lastKey = make([]string, len(keyIdx))
+			for i, j := range keyIdx {
+				c.lastKey[i] = string(last[j].Text)
+			}
+		}
+		s.bf.mu.Lock()
+		s.bf.pending = c
+		s.bf.mu.Unlock()
+		if _, err := s.cfg.Chunks.EmitMarker(ctx, MarkerPrefix, c.id); err != nil {
+			return err
+		}
+		select {
+		case <-c.placed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if len(c.rows) < limit {
+			s.log.Info("backfill copied every row; complete with the next flush", "table", t.ID.String(), "chunks", n+1)
+			return nil
+		}
+		after = c.lastKey
+	}
 }
 
 // copyRow copies values out of the COPY parser's buffers into one block.
@@ -286,6 +374,45 @@ func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) er
 	s.log.Info("backfill chunk placed", "table", t.ID.String(), "rows", len(c.rows), "marker", m.LSN,
 		"before_invisible_changes", moved, "tracked_changes", tr.Len(), "epoch", e.Number)
 	close(c.placed)
+	return nil
+}
+
+// placeAddition records the table the worker found, whose AddPrefix message
+// m the stream just delivered: the loop knows it from here on, and the
+// manifest holds it once the flush made here returns, before the worker
+// publishes it.
+func (s *Service) placeAddition(ctx context.Context, m *pgoutput.LogicalMessage) error {
+	s.bf.mu.Lock()
+	a := s.bf.adding
+	if a == nil || a.id != string(m.Content) {
+		s.bf.mu.Unlock()
+		return nil
+	}
+	s.bf.adding = nil
+	s.bf.mu.Unlock()
+	if s.cur != nil || s.streamTop != 0 {
+		return fmt.Errorf("protocol: new-table message %s at %s inside a transaction", a.id, m.LSN)
+	}
+	key := a.table.ID().String()
+	t, err := a.table.SourceTable()
+	if err != nil {
+		return err
+	}
+	s.byName[key] = t
+	s.trackers[t.ID] = backfill.NewTracker()
+	e := s.openEpoch()
+	mt := a.table
+	e.Also(func(mf *manifest.Manifest) error {
+		if mf.Tables[key] == nil {
+			mf.Tables[key] = mt
+		}
+		return nil
+	})
+	e.CommitTxn(cdc.TxnMeta{EndLSN: max(s.durable, s.receivedLSN)}, s.now())
+	if err := s.flush(ctx, "new table"); err != nil {
+		return err
+	}
+	close(a.done)
 	return nil
 }
 

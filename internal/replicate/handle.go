@@ -71,6 +71,9 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 			if m.Prefix == MarkerPrefix && s.bf != nil {
 				return s.placeChunk(ctx, m)
 			}
+			if m.Prefix == AddPrefix && s.bf != nil {
+				return s.placeAddition(ctx, m)
+			}
 		}
 	default:
 		// Type and Origin messages carry nothing to capture.

@@ -49,6 +49,10 @@ type Config struct {
 	// (backfill.go); ChunkRows is the chunk size (0: DefaultChunkRows).
 	Chunks    ChunkSource
 	ChunkRows int
+	// Tables finds tables created in a watched schema while the session
+	// runs, every DiscoverInterval (optional; zero: never).
+	Tables           TableSource
+	DiscoverInterval time.Duration
 	// ReceiveTimeout ends the session with ErrSilent when nothing has
 	// arrived for this long (zero: never). Half-way through, the service
 	// asks the server for a reply, which a live walsender sends at once; so
@@ -120,6 +124,9 @@ type Service struct {
 	trackers map[cdc.TableID]*backfill.Tracker
 	bf       *backfills
 	bfRun    string
+	// byNameAtStart lists the tables of the manifest when the session
+	// started (the worker's view; the loop's byName changes).
+	byNameAtStart []cdc.TableID
 }
 
 type binding struct {
