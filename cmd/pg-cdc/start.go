@@ -193,6 +193,12 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 	if err != nil {
 		return err
 	}
+	// New tables join before the stream starts, so it knows them before
+	// their first change; the wait for older transactions may outlast the
+	// setup timeout.
+	if err := addNewTables(ctx, cfg, db, fc.Manifest, log); err != nil {
+		return err
+	}
 
 	repl, err := postgres.ConnectReplication(sctx, spec)
 	if err != nil {
@@ -232,16 +238,20 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 			MaxRows:  int64(cfg.Flush.MaxRows),
 			MaxBytes: cfg.Flush.MaxBytes,
 		},
-		StandbyInterval: cfg.Replication.StandbyInterval(),
-		DrainTimeout:    cfg.Flush.DrainTimeout(),
-		StateDir:        filepath.Join(cfg.State.Path, "stream"),
-		MemoryBudget:    cfg.Replication.MemoryBudgetBytes,
-		XIDRef:          xidRef,
-		CatchUp:         serverEnd,
-		Rows:            db,
-		Catalog:         db,
-		Observer:        obs.replicateObserver(fc.Manifest.Current),
-		ReceiveTimeout:  receiveTimeout,
+		StandbyInterval:  cfg.Replication.StandbyInterval(),
+		DrainTimeout:     cfg.Flush.DrainTimeout(),
+		StateDir:         filepath.Join(cfg.State.Path, "stream"),
+		MemoryBudget:     cfg.Replication.MemoryBudgetBytes,
+		XIDRef:           xidRef,
+		CatchUp:          serverEnd,
+		Rows:             db,
+		Catalog:          db,
+		Chunks:           db,
+		ChunkRows:        cfg.Backfill.ChunkRows,
+		Tables:           tableFinder{cfg: cfg, db: db, log: log},
+		DiscoverInterval: time.Duration(cfg.Backfill.DiscoverIntervalSec) * time.Second,
+		Observer:         obs.replicateObserver(fc.Manifest.Current),
+		ReceiveTimeout:   receiveTimeout,
 	}, replSource{repl}, fc, log)
 	if err != nil {
 		return err
