@@ -123,6 +123,15 @@ func referenced(m *manifest.Manifest) map[string]bool {
 				live[f.Path] = true
 			}
 		}
+		if r := t.Resnapshot; r != nil {
+			// The next generation being built: no reader needs it yet,
+			// but the switch will.
+			for _, d := range r.Deltas {
+				for _, f := range d.Files {
+					live[f.Path] = true
+				}
+			}
+		}
 	}
 	return live
 }

@@ -127,6 +127,10 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 	case mt.Snapshot.State != manifest.SnapshotComplete:
 		res.Skipped = "snapshot not complete"
 		return res, nil
+	case mt.Resnapshot != nil:
+		// Its generation is about to be replaced; folding it is wasted.
+		res.Skipped = "resnapshot in progress"
+		return res, nil
 	case len(mt.Deltas) == 0:
 		res.Skipped = "no deltas"
 		return res, nil

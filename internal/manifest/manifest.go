@@ -85,6 +85,25 @@ type Table struct {
 	Snapshot        Snapshot        `json:"snapshot"`
 	Base            *Base           `json:"base"`
 	Deltas          []Delta         `json:"deltas"`
+	// Resnapshot is a re-copy of the table into its next generation
+	// (pg-cdc resnapshot), while readers keep reading this one; absent when
+	// none is asked for or running. Readers ignore it.
+	Resnapshot *Resnapshot `json:"resnapshot,omitempty"`
+}
+
+// Resnapshot is a table's next generation being built by a backfill
+// (DESIGN §8): its chunks, and a copy of every change streamed for the table
+// since the streamer took the request up, are written under Generation's
+// prefix and listed in Deltas. When the backfill is complete, one manifest
+// write makes it the table's generation (base none, these deltas) and
+// retires the current generation's files.
+type Resnapshot struct {
+	Generation  string    `json:"generation"`
+	RequestedAt time.Time `json:"requested_at"`
+	// Snapshot is the backfill's progress (state pending until the
+	// streamer takes the request up).
+	Snapshot Snapshot `json:"snapshot"`
+	Deltas   []Delta  `json:"deltas"`
 }
 
 // SchemaVersion is the column list in force from an epoch on.
