@@ -58,6 +58,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		bytes    int64
 		adjusted map[string]int64
 		td       *tableDelta
+		gen      string
 	}
 	var (
 		mu    sync.Mutex
@@ -74,7 +75,11 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		if mt == nil {
 			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, seg.id)
 		}
-		keys[seg] = manifest.FileKey(seg.id, mt.Generation, manifest.KindDelta, e.Number, parts[seg.id])
+		gen := mt.Generation
+		if seg.gen != "" {
+			gen = seg.gen
+		}
+		keys[seg] = manifest.FileKey(seg.id, gen, manifest.KindDelta, e.Number, parts[seg.id])
 		parts[seg.id]++
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -90,7 +95,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 				return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
 			}
 			mu.Lock()
-			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, adjusted: td.file.Adjusted(), td: td})
+			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, adjusted: td.file.Adjusted(), td: td, gen: seg.gen})
 			mu.Unlock()
 			return nil
 		})
@@ -147,13 +152,21 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 			if version == 0 {
 				version = t.SchemaVersion
 			}
-			t.Deltas = append(t.Deltas, manifest.Delta{
+			d := manifest.Delta{
 				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
 				SchemaVersion:    version,
 				Files:            []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
 				Adjusted:         f.adjusted,
 				UnrecoveredTOAST: f.td.unrecovered,
-			})
+			}
+			switch {
+			case f.gen == "" || f.gen == t.Generation:
+				t.Deltas = append(t.Deltas, d)
+			case t.Resnapshot != nil && t.Resnapshot.Generation == f.gen:
+				t.Resnapshot.Deltas = append(t.Resnapshot.Deltas, d)
+			default:
+				return fmt.Errorf("flush epoch %d: table %s has no generation %s being built", e.Number, f.td.table.ID, f.gen)
+			}
 		}
 		for _, fn := range e.also {
 			if err := fn(m); err != nil {

@@ -39,6 +39,10 @@ type Epoch struct {
 type segment struct {
 	id      cdc.TableID
 	version int
+	// gen is the generation the rows are for when it is not the table's
+	// current one: a resnapshot's next generation (WriteTo). Empty: the
+	// current generation.
+	gen string
 }
 
 // NewSchema is a schema version of a table that starts in this epoch.
@@ -101,7 +105,18 @@ func (e *Epoch) UpdateEnumLabels(table cdc.TableID, version, fieldID int, labels
 
 // Write adds one change row of the open transaction.
 func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
-	seg := segment{c.Table.ID, c.Table.SchemaVersion}
+	return e.write(segment{id: c.Table.ID, version: c.Table.SchemaVersion}, meta, c)
+}
+
+// WriteTo adds one row for generation gen of the table, which is not its
+// current generation: the next one a resnapshot is building (the
+// manifest's Table.Resnapshot). The flush writes it under gen's prefix and
+// lists it in the resnapshot's deltas, in the same manifest write.
+func (e *Epoch) WriteTo(gen string, meta cdc.RowMeta, c *cdc.Change) error {
+	return e.write(segment{id: c.Table.ID, version: c.Table.SchemaVersion, gen: gen}, meta, c)
+}
+
+func (e *Epoch) write(seg segment, meta cdc.RowMeta, c *cdc.Change) error {
 	td := e.tables[seg]
 	if td == nil {
 		s, err := e.schema(c.Table)
@@ -131,7 +146,7 @@ func (e *Epoch) Write(meta cdc.RowMeta, c *cdc.Change) error {
 // listed in __unchanged with no earlier version of its key to take it from.
 // The count lands in the delta's manifest entry.
 func (e *Epoch) CountUnrecovered(t *cdc.Table, column string) {
-	td := e.tables[segment{t.ID, t.SchemaVersion}]
+	td := e.tables[segment{id: t.ID, version: t.SchemaVersion}]
 	if td == nil {
 		return // nothing was written for t: nothing to count against
 	}
