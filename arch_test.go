@@ -35,6 +35,8 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/txn", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
 		{pkg: "internal/pgoutput", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx/v5/pgconn", "net/http"}},
 		{pkg: "internal/replicate", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
+		// Generations reach the source through their own port (Source).
+		{pkg: "internal/generation", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/snapshot", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 		{pkg: "internal/parquetfile", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 		// The source adapter is a leaf: AWS (IAM tokens) lives in postgres/rdsiam.

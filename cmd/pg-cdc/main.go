@@ -47,11 +47,12 @@ func run(args []string) int {
 		newStartCmd(&configPath),
 		newStatusCmd(&configPath),
 		newTeardownCmd(&configPath),
+		newRebuildCmd(&configPath),
 		newCompactCmd(&configPath),
 		newDumpCmd(&configPath),
 		newVerifyCmd(&configPath),
-		newConfigCmd(&configPath),
 		newReconcileCmd(&configPath),
+		newConfigCmd(&configPath),
 		newVersionCmd(),
 	)
 	root.SetArgs(args)

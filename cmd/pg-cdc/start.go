@@ -263,7 +263,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 // invalidated slot, or one confirmed past the manifest, means changes are
 // gone; that is never a restart point.
 func checkSlot(name string, slot postgres.SlotInfo, m *manifest.Manifest) error {
-	rebuild := "the changes since the manifest's end LSN are gone; run 'pg-cdc teardown --yes' and 'pg-cdc init' on a new storage path to rebuild"
+	rebuild := "the changes since the manifest's end LSN are gone: run '" + rebuildCommand + "' (a new slot, every table copied into a new generation, validated, then switched in one manifest write; readers keep the current data until then), then 'pg-cdc start'"
 	switch {
 	case !slot.Exists:
 		return &cdc.Error{Class: cdc.ErrSlotLost, Msg: fmt.Sprintf("replication slot %q does not exist", name), Hint: rebuild}

@@ -143,7 +143,7 @@ func TestSigtermThenRestartWritesNoRowTwice(t *testing.T) {
 }
 
 // TestSlotDroppedBetweenRuns: a lost slot is terminal, named, and leaves the
-// manifest untouched.
+// manifest untouched; rebuild recovers (rebuildAndStream).
 func TestSlotDroppedBetweenRuns(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	seed(t, e, 10, 10)
@@ -157,7 +157,7 @@ func TestSlotDroppedBetweenRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.exec("SELECT pg_drop_replication_slot($1)", e.slot)
+	dropSlot(e)
 	d = e.start()
 	code := d.wait(60 * time.Second)
 	if code != 10 {
@@ -170,4 +170,8 @@ func TestSlotDroppedBetweenRuns(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Error("start on a dropped slot changed the manifest")
 	}
+	if !strings.Contains(d.out.String(), "pg-cdc rebuild") {
+		t.Errorf("the hint does not name pg-cdc rebuild:\n%s", d.out.String())
+	}
+	rebuildAndStream(t, e, "missing")
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
@@ -17,13 +18,35 @@ import (
 // values are sent as text parameters, so the server parses them with the
 // column types' own input functions. found is false when no row matches.
 func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols []int) ([]cdc.Datum, bool, error) {
+	sql, params, err := rowQuery(t, key, cols)
+	if err != nil {
+		return nil, false, fmt.Errorf("read row of %s: %w", t.ID, err)
+	}
+	var (
+		out   []cdc.Datum
+		found bool
+	)
+	err = db.with(ctx, func(c *pgx.Conn) error {
+		var err error
+		out, found, err = queryRow(ctx, c.PgConn(), sql, params)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read row of %s: %w", t.ID, err)
+	}
+	return out, found, nil
+}
+
+// rowQuery is the SELECT of the columns cols of the row whose primary key
+// holds key, with the key values as text parameters.
+func rowQuery(t *cdc.Table, key []cdc.Datum, cols []int) (string, [][]byte, error) {
 	if len(t.PrimaryKey) == 0 || len(key) != len(t.PrimaryKey) {
-		return nil, false, fmt.Errorf("read row of %s: need %d key values, got %d", t.ID, len(t.PrimaryKey), len(key))
+		return "", nil, fmt.Errorf("need %d key values, got %d", len(t.PrimaryKey), len(key))
 	}
 	sel := make([]string, len(cols))
 	for i, c := range cols {
 		if c < 0 || c >= len(t.Columns) {
-			return nil, false, fmt.Errorf("read row of %s: no column %d", t.ID, c)
+			return "", nil, fmt.Errorf("no column %d", c)
 		}
 		sel[i] = pgx.Identifier{t.Columns[c].Name}.Sanitize()
 	}
@@ -31,41 +54,40 @@ func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols [
 	params := make([][]byte, len(key))
 	for i, name := range t.PrimaryKey {
 		if key[i].Kind != cdc.DatumText {
-			return nil, false, fmt.Errorf("read row of %s: key column %q has no value", t.ID, name)
+			return "", nil, fmt.Errorf("key column %q has no value", name)
 		}
 		where[i] = pgx.Identifier{name}.Sanitize() + " = $" + strconv.Itoa(i+1)
 		params[i] = key[i].Text
 	}
 	sql := "SELECT " + strings.Join(sel, ", ") + " FROM " + pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize() +
 		" WHERE " + strings.Join(where, " AND ")
+	return sql, params, nil
+}
 
+// queryRow runs a rowQuery: at most one row, every value in text form.
+func queryRow(ctx context.Context, c *pgconn.PgConn, sql string, params [][]byte) ([]cdc.Datum, bool, error) {
 	var (
 		out   []cdc.Datum
 		found bool
 	)
-	err := db.with(ctx, func(c *pgx.Conn) error {
-		// Unknown parameter types (OID 0) and text formats both ways: the
-		// server infers each key's type from its column and returns every
-		// value through the type's output function.
-		res := c.PgConn().ExecParams(ctx, sql, params, make([]uint32, len(params)), nil, nil)
-		for res.NextRow() {
-			if found {
-				return fmt.Errorf("more than one row for one primary key")
-			}
-			found = true
-			for _, v := range res.Values() {
-				if v == nil {
-					out = append(out, cdc.Datum{Kind: cdc.DatumNull})
-				} else {
-					out = append(out, cdc.Datum{Kind: cdc.DatumText, Text: append([]byte(nil), v...)})
-				}
+	// Unknown parameter types (OID 0) and text formats both ways: the
+	// server infers each key's type from its column and returns every
+	// value through the type's output function.
+	res := c.ExecParams(ctx, sql, params, make([]uint32, len(params)), nil, nil)
+	for res.NextRow() {
+		if found {
+			_, _ = res.Close()
+			return nil, false, fmt.Errorf("more than one row for one primary key")
+		}
+		found = true
+		for _, v := range res.Values() {
+			if v == nil {
+				out = append(out, cdc.Datum{Kind: cdc.DatumNull})
+			} else {
+				out = append(out, cdc.Datum{Kind: cdc.DatumText, Text: append([]byte(nil), v...)})
 			}
 		}
-		_, err := res.Close()
-		return err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("read row of %s: %w", t.ID, err)
 	}
-	return out, found, nil
+	_, err := res.Close()
+	return out, found, err
 }
