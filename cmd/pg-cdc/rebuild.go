@@ -331,9 +331,7 @@ func rebuildGeneration(m *manifest.Manifest) (string, error) {
 		if _, err := manifest.NextGeneration(t.Generation); err != nil {
 			return "", fmt.Errorf("table %s: %w", key, err)
 		}
-		// gNNNN: a longer name is a larger number, equal lengths compare
-		// as strings.
-		if len(t.Generation) > len(newest) || len(t.Generation) == len(newest) && t.Generation > newest {
+		if manifest.GenerationAfter(t.Generation, newest) {
 			newest = t.Generation
 		}
 	}

@@ -70,8 +70,19 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 	if err != nil {
 		return res, fmt.Errorf("collect garbage: %w", err)
 	}
+	current := currentGenerations(m)
 	for _, o := range objects {
 		if strings.HasPrefix(o.Key, "_pgcdc/") || !strings.HasSuffix(o.Key, ".parquet") || live[o.Key] || listed[o.Key] {
+			continue
+		}
+		if building(o.Key, current) {
+			// A generation after the table's current one is being loaded
+			// (pg-cdc rebuild copies it before one manifest write names
+			// it); a rebuild longer than the grace period must not lose
+			// it. An abandoned one is overwritten by the next attempt,
+			// and its leftovers become orphans once a switch makes that
+			// generation current.
+			res.Waiting++
 			continue
 		}
 		if o.Modified.IsZero() || o.Modified.After(cutoff) {
@@ -107,6 +118,27 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// currentGenerations maps each table's key prefix ("<schema>/<table>",
+// escaped as in keys) to its current generation.
+func currentGenerations(m *manifest.Manifest) map[string]string {
+	gens := make(map[string]string, len(m.Tables))
+	for _, t := range m.Tables {
+		gens[manifest.EscapeKeyElement(t.Schema)+"/"+manifest.EscapeKeyElement(t.Name)] = t.Generation
+	}
+	return gens
+}
+
+// building reports whether key is a data file of a generation after its
+// table's current one.
+func building(key string, current map[string]string) bool {
+	parts := strings.SplitN(key, "/", 4)
+	if len(parts) < 4 {
+		return false
+	}
+	gen, ok := current[parts[0]+"/"+parts[1]]
+	return ok && manifest.GenerationAfter(parts[2], gen)
 }
 
 // referenced returns every file the manifest's tables name.

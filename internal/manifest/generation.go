@@ -25,6 +25,12 @@ func NextGeneration(gen string) (string, error) {
 	return fmt.Sprintf("g%04d", n+1), nil
 }
 
+// GenerationAfter reports whether generation a comes after b: "g0010"
+// after "g0009", "g10000" after "g9999" (a longer number is a larger one).
+func GenerationAfter(a, b string) bool {
+	return len(a) > len(b) || len(a) == len(b) && a > b
+}
+
 // Files lists every data file the table references: its base, then its
 // deltas.
 func (t *Table) Files() []File {

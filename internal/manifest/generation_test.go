@@ -21,6 +21,20 @@ func TestNextGeneration(t *testing.T) {
 	}
 }
 
+func TestGenerationAfter(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"g0002", "g0001", true}, {"g0001", "g0002", false}, {"g0001", "g0001", false},
+		{"g0010", "g0009", true}, {"g10000", "g9999", true}, {"g9999", "g10000", false},
+	} {
+		if got := GenerationAfter(c.a, c.b); got != c.want {
+			t.Errorf("GenerationAfter(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
 func TestSwitchGenerationRetiresTheWholeOldGeneration(t *testing.T) {
 	m := sample()
 	old := m.Tables["public.orders"]
