@@ -174,6 +174,24 @@ func TestSlotAdvancedPastManifest(t *testing.T) {
 	if code != 11 || !strings.Contains(out, e.slot) || !strings.Contains(out, "pg-cdc rebuild") {
 		t.Fatalf("start on an advanced slot exited %d, want 11 naming the slot and pg-cdc rebuild:\n%s", code, lines(withoutDebug(out), 10))
 	}
+
+	// A rebuild killed after its copy, before its switch: readers and the
+	// manifest are untouched, the new slot is ahead of the manifest (start
+	// exits 11 again), and the next rebuild starts over.
+	before, err := e.manifestBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.runEnv(e.config, []string{"PGCDC_FAILPOINTS=rebuild/before-switch=kill"}, "rebuild"); code != 137 {
+		t.Fatalf("rebuild with a kill before its switch exited %d, want 137:\n%s", code, lines(withoutDebug(out), 10))
+	}
+	if after, _ := e.manifestBytes(); string(after) != string(before) {
+		t.Fatal("a rebuild killed before its switch changed the manifest")
+	}
+	if code, out := e.run("start"); code != 11 {
+		t.Fatalf("start after a killed rebuild exited %d, want 11:\n%s", code, lines(withoutDebug(out), 10))
+	}
+	waitSlotReleased(e)
 	rebuildAndStream(t, e, "past the manifest's end LSN")
 }
 
