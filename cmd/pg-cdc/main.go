@@ -52,6 +52,7 @@ func run(args []string) int {
 		newDumpCmd(&configPath),
 		newVerifyCmd(&configPath),
 		newReconcileCmd(&configPath),
+		newResnapshotCmd(&configPath),
 		newConfigCmd(&configPath),
 		newVersionCmd(),
 	)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +50,11 @@ const MarkerPrefix = "pgcdc.backfill"
 // the loop, before the table is published.
 const AddPrefix = "pgcdc.addtable"
 
+// ResnapshotPrefix is the prefix of the message pg-cdc resnapshot writes
+// after recording its request in the manifest: the loop re-reads the
+// manifest and takes the request up.
+const ResnapshotPrefix = "pgcdc.resnapshot"
+
 // DefaultChunkRows is the chunk size when Config.ChunkRows is zero.
 const DefaultChunkRows = 50_000
 
@@ -57,6 +63,9 @@ type backfillJob struct {
 	table    *cdc.Table
 	after    []string // the manifest's last_key when the session started
 	estimate bool     // the manifest has no rows estimate yet
+	// gen is the generation a resnapshot builds; empty for a backfill of
+	// the current generation.
+	gen string
 }
 
 // chunk is one chunk read, waiting for its marker. The worker fills it
@@ -69,6 +78,7 @@ type chunk struct {
 	limit    int
 	lastKey  []string
 	estimate int64 // rows estimate to record, or 0
+	gen      string
 	readAt   time.Time
 	placed   chan struct{}
 }
@@ -79,7 +89,32 @@ type backfills struct {
 	mu      sync.Mutex
 	pending *chunk
 	adding  *addition
-	errc    chan error // the worker's error, at most one
+	jobs    []backfillJob // queued for the worker
+	notify  chan struct{} // a job was queued (capacity 1)
+	errc    chan error    // the worker's error, at most one
+}
+
+// queue hands the worker a job.
+func (b *backfills) queue(job backfillJob) {
+	b.mu.Lock()
+	b.jobs = append(b.jobs, job)
+	b.mu.Unlock()
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the next queued job, if any.
+func (b *backfills) next() (backfillJob, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.jobs) == 0 {
+		return backfillJob{}, false
+	}
+	job := b.jobs[0]
+	b.jobs = b.jobs[1:]
+	return job, true
 }
 
 // addition is a newly found table waiting for its AddPrefix message.
@@ -94,7 +129,8 @@ type addition struct {
 // backfilled: it is refused with what to do.
 func (s *Service) newBackfills(m *manifest.Manifest) error {
 	s.trackers = map[cdc.TableID]*backfill.Tracker{}
-	s.bf = &backfills{errc: make(chan error, 1)}
+	s.shadow = map[cdc.TableID]string{}
+	s.bf = &backfills{errc: make(chan error, 1), notify: make(chan struct{}, 1)}
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	s.bfRun = hex.EncodeToString(b[:])
@@ -107,6 +143,9 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 		mt := m.Tables[key]
 		s.byNameAtStart = append(s.byNameAtStart, mt.ID())
 		if mt.Snapshot.Complete() {
+			if err := s.takeResnapshot(mt); err != nil {
+				return err
+			}
 			continue
 		}
 		t := s.byName[key]
@@ -118,7 +157,49 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 			}
 		}
 		s.trackers[t.ID] = backfill.NewTracker()
-		s.bfJobs = append(s.bfJobs, backfillJob{table: t, after: slices.Clone(mt.Snapshot.LastKey), estimate: mt.Snapshot.RowsEstimate == 0})
+		s.bf.queue(backfillJob{table: t, after: slices.Clone(mt.Snapshot.LastKey), estimate: mt.Snapshot.RowsEstimate == 0})
+	}
+	return nil
+}
+
+// takeResnapshot takes up mt's resnapshot request, if it has one not yet
+// taken up in this session: from here on every streamed change of the table
+// is written to the generation being built as well (write), its changes
+// are tracked, and the worker copies it into that generation.
+func (s *Service) takeResnapshot(mt *manifest.Table) error {
+	r := mt.Resnapshot
+	if r == nil || r.Generation == mt.Generation || s.shadow[mt.ID()] != "" {
+		return nil
+	}
+	t := s.byName[mt.ID().String()]
+	if t == nil {
+		return nil
+	}
+	if len(t.PrimaryKey) == 0 {
+		return &cdc.Error{
+			Class: cdc.ErrSchemaChanged,
+			Msg:   fmt.Sprintf("table %s has no primary key: it cannot be resnapshotted", t.ID),
+			Hint:  "a resnapshot places copied rows by primary key; add one (ALTER TABLE ... ADD PRIMARY KEY), or rebuild the capture",
+		}
+	}
+	s.shadow[t.ID] = r.Generation
+	s.trackers[t.ID] = backfill.NewTracker()
+	s.log.Info("resnapshot taken up: building the next generation", "table", t.ID.String(), "generation", r.Generation, "after", r.Snapshot.LastKey)
+	s.bf.queue(backfillJob{table: t, after: slices.Clone(r.Snapshot.LastKey), estimate: r.Snapshot.RowsEstimate == 0, gen: r.Generation})
+	return nil
+}
+
+// resnapshotRequested re-reads the manifest after pg-cdc resnapshot
+// recorded a request, and takes up the requests it finds.
+func (s *Service) resnapshotRequested(ctx context.Context) error {
+	if err := s.committer.Manifest.Resync(ctx); err != nil {
+		return fmt.Errorf("re-read the manifest for a resnapshot request: %w", err)
+	}
+	m := s.committer.Manifest.Current()
+	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
+		if err := s.takeResnapshot(m.Tables[key]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -126,9 +207,9 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 // startBackfills runs the chunk worker beside the loop and returns the
 // function that stops it and waits for it.
 func (s *Service) startBackfills(ctx context.Context) (stop func()) {
-	if s.cfg.Chunks == nil || (len(s.bfJobs) == 0 && (s.cfg.Tables == nil || s.cfg.DiscoverInterval <= 0)) {
-		if len(s.bfJobs) > 0 {
-			s.log.Warn("tables wait for a backfill, but this session has no chunk source", "tables", len(s.bfJobs))
+	if s.cfg.Chunks == nil {
+		if len(s.bf.jobs) > 0 {
+			s.log.Warn("tables wait for a backfill, but this session has no chunk source", "tables", len(s.bf.jobs))
 		}
 		return func() {}
 	}
@@ -167,21 +248,24 @@ func (s *Service) runBackfills(ctx context.Context) error {
 	for _, t := range s.byNameAtStart {
 		known[t] = true
 	}
-	for _, job := range s.bfJobs {
-		if err := s.backfillTable(ctx, job); err != nil {
-			return err
-		}
+	var tick <-chan time.Time
+	if s.cfg.Tables != nil && s.cfg.DiscoverInterval > 0 {
+		ticker := time.NewTicker(s.cfg.DiscoverInterval)
+		defer ticker.Stop()
+		tick = ticker.C
 	}
-	if s.cfg.Tables == nil || s.cfg.DiscoverInterval <= 0 {
-		return nil
-	}
-	ticker := time.NewTicker(s.cfg.DiscoverInterval)
-	defer ticker.Stop()
 	for {
+		for job, ok := s.bf.next(); ok; job, ok = s.bf.next() {
+			if err := s.backfillTable(ctx, job); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ticker.C:
+		case <-s.bf.notify:
+			continue
+		case <-tick:
 		}
 		found, err := s.cfg.Tables.NewTables(ctx, func(id cdc.TableID) bool { return known[id] })
 		if err != nil {
@@ -242,14 +326,14 @@ func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
 		}
 		estimate = n // 0 (never analysed): asked again next session
 	}
-	s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit)
+	s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit, "generation", job.gen)
 	after := job.after
 	keyIdx := make([]int, len(t.PrimaryKey))
 	for i, k := range t.PrimaryKey {
 		keyIdx[i] = t.ColumnIndex(k)
 	}
 	for n := 0; ; n++ {
-		c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, placed: make(chan struct{})}
+		c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, gen: job.gen, placed: make(chan struct{})}
 		estimate = 0
 		snap, _, err := s.cfg.Chunks.ReadChunk(ctx, t, after, limit, func(values []cdc.Datum) error {
 			c.rows = append(c.rows, copyRow(values))
@@ -345,7 +429,12 @@ func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) er
 		}
 		// __xid 0 marks a snapshot row (DESIGN §4): it reflects every
 		// transaction the chunk's snapshot saw, none of them alone.
-		if err := e.Write(cdc.RowMeta{Op: cdc.OpInsert, LSN: pos.LSN, Seq: pos.Seq, CommitTime: c.readAt}, ch); err != nil {
+		meta := cdc.RowMeta{Op: cdc.OpInsert, LSN: pos.LSN, Seq: pos.Seq, CommitTime: c.readAt}
+		write := e.Write
+		if c.gen != "" {
+			write = func(meta cdc.RowMeta, ch *cdc.Change) error { return e.WriteTo(c.gen, meta, ch) }
+		}
+		if err := write(meta, ch); err != nil {
 			return fmt.Errorf("backfill of %s: %w", t.ID, err)
 		}
 	}
@@ -353,11 +442,14 @@ func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) er
 		other.Prune(c.snap)
 	}
 	res := backfill.ChunkResult{Rows: len(c.rows), Limit: c.limit, LastKey: c.lastKey, Marker: m.LSN}
-	now, estimate := s.now(), c.estimate
+	now, estimate, gen := s.now(), c.estimate, c.gen
 	e.Also(func(mf *manifest.Manifest) error {
 		mt := mf.Tables[t.ID.String()]
 		if mt == nil {
 			return fmt.Errorf("backfill of %s: the table vanished from the manifest", t.ID)
+		}
+		if gen != "" {
+			return advanceResnapshot(mf, mt, gen, res, estimate, now)
 		}
 		mt.Snapshot = backfill.Advance(mt.Snapshot, res, now)
 		if estimate > 0 && mt.Snapshot.RowsEstimate == 0 {
@@ -368,13 +460,58 @@ func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) er
 	// The chunk is no transaction of the source, but the epoch holds it as
 	// one so that it is flushed; its end is a position already received.
 	e.CommitTxn(cdc.TxnMeta{EndLSN: max(s.durable, s.receivedLSN)}, s.now())
+	s.log.Info("backfill chunk placed", "table", t.ID.String(), "rows", len(c.rows), "marker", m.LSN,
+		"before_invisible_changes", moved, "tracked_changes", tr.Len(), "epoch", e.Number, "generation", c.gen)
 	if len(c.rows) < c.limit {
 		delete(s.trackers, t.ID)
+		if c.gen != "" {
+			// The epoch switches the table's generation: flush it now, so
+			// that no later change lands in it for the generation it
+			// retires (the flush names files by the manifest's current
+			// generation, and the next epoch's is the new one).
+			delete(s.shadow, t.ID)
+			if err := s.flush(ctx, "resnapshot complete"); err != nil {
+				return err
+			}
+			s.log.Info("resnapshot complete: switched to the new generation", "table", t.ID.String(), "generation", c.gen)
+		}
 	}
-	s.log.Info("backfill chunk placed", "table", t.ID.String(), "rows", len(c.rows), "marker", m.LSN,
-		"before_invisible_changes", moved, "tracked_changes", tr.Len(), "epoch", e.Number)
 	close(c.placed)
 	return nil
+}
+
+// advanceResnapshot records a resnapshot's chunk; after the last one it
+// switches the table to the generation built, in this same manifest write
+// (DESIGN §8): base none, its deltas the chunks and the changes streamed
+// since the request was taken up; the current generation's files retired.
+func advanceResnapshot(mf *manifest.Manifest, mt *manifest.Table, gen string, res backfill.ChunkResult, estimate int64, now time.Time) error {
+	r := mt.Resnapshot
+	if r == nil || r.Generation != gen {
+		return fmt.Errorf("resnapshot of %s: generation %s is no longer being built", mt.ID(), gen)
+	}
+	r.Snapshot = backfill.Advance(r.Snapshot, res, now)
+	if estimate > 0 && r.Snapshot.RowsEstimate == 0 {
+		r.Snapshot.RowsEstimate = estimate
+	}
+	if !r.Snapshot.Complete() {
+		return nil
+	}
+	var rows int64
+	for _, d := range r.Deltas {
+		rows += d.Rows
+	}
+	if rows < r.Snapshot.RowsCopied {
+		// Every copied row is in a delta of the new generation, besides the
+		// streamed ones: fewer rows means a chunk's file is missing.
+		return fmt.Errorf("resnapshot of %s: generation %s holds %d rows in its deltas, fewer than the %d rows copied", mt.ID(), gen, rows, r.Snapshot.RowsCopied)
+	}
+	next := *mt
+	next.Generation = gen
+	next.Base = nil
+	next.Deltas = r.Deltas
+	next.Snapshot = r.Snapshot
+	next.Resnapshot = nil
+	return mf.SwitchGeneration(&next, now)
 }
 
 // placeAddition records the table the worker found, whose AddPrefix message

@@ -74,6 +74,9 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 			if m.Prefix == AddPrefix && s.bf != nil {
 				return s.placeAddition(ctx, m)
 			}
+			if m.Prefix == ResnapshotPrefix && s.bf != nil {
+				return s.resnapshotRequested(ctx)
+			}
 		}
 	default:
 		// Type and Origin messages carry nothing to capture.

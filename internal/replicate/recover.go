@@ -49,6 +49,13 @@ func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c
 			return err
 		}
 	}
+	if gen := s.shadow[c.Table.ID]; gen != "" {
+		// A resnapshot builds the next generation: the change counts for it
+		// too (its chunks are placed around it by visibility).
+		if err := e.WriteTo(gen, meta, c); err != nil {
+			return err
+		}
+	}
 	for _, column := range lost {
 		e.CountUnrecovered(c.Table, column)
 	}

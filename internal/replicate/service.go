@@ -120,10 +120,12 @@ type Service struct {
 
 	// Backfills (backfill.go): the tables whose snapshot is not complete,
 	// their trackers (loop only) and what the loop shares with the worker.
-	bfJobs   []backfillJob
 	trackers map[cdc.TableID]*backfill.Tracker
-	bf       *backfills
-	bfRun    string
+	// shadow names, per table being resnapshotted, the generation its
+	// streamed changes are written to as well.
+	shadow map[cdc.TableID]string
+	bf     *backfills
+	bfRun  string
 	// byNameAtStart lists the tables of the manifest when the session
 	// started (the worker's view; the loop's byName changes).
 	byNameAtStart []cdc.TableID
