@@ -136,7 +136,7 @@ func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
 		return &cdc.Error{
 			Class: cdc.ErrSchemaChanged,
 			Msg:   fmt.Sprintf("table %s is published but not captured (it is not in the manifest)", id),
-			Hint:  "remove it from the publication, or re-run init on a new storage path to capture it",
+			Hint:  "to capture it, add it to the configuration (tables.include, or a schema of source.postgres.schemas): start records and backfills it; otherwise remove it from the publication",
 		}
 	}
 	if r.RelID != t.OID {
