@@ -215,31 +215,12 @@ func runRebuild(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *c
 	failpoint.Inject("rebuild/before-switch")
 
 	now := time.Now()
-	switched, err := committer.Commit(ctx, func(next *manifest.Manifest) error {
-		next.Epoch++
-		next.EndLSN = lsn
-		next.Source = manifest.Source{
+	sw := rebuildSwitch{generation: gen, lsn: lsn, snapTime: snapTime, now: now, tables: tables,
+		source: manifest.Source{
 			SystemIdentifier: ident.SystemIdentifier, Timeline: ident.Timeline, Database: ident.Database,
 			Slot: slotName, Publication: cfg.Replication.Publication,
-		}
-		for _, t := range tables {
-			// The entry as it is now: a compaction may have replaced its
-			// base since it was read (its files are retired all the same).
-			prev := next.Tables[t.source.ID.String()]
-			nt, err := generation.Table(prev, t.source, gen, t.base, lsn, next.Epoch)
-			if err != nil {
-				return fmt.Errorf("rebuild table %s: %w", t.source.ID, err)
-			}
-			if err := next.SwitchGeneration(nt, now); err != nil {
-				return err
-			}
-		}
-		next.History = append(next.History, manifest.EpochRecord{Epoch: next.Epoch, EndLSN: lsn, MaxCommitTime: snapTime, FlushedAt: now.UTC()})
-		if len(next.History) > manifest.HistoryLimit {
-			next.History = next.History[len(next.History)-manifest.HistoryLimit:]
-		}
-		return nil
-	})
+		}}
+	switched, err := committer.Commit(ctx, sw.apply)
 	if err != nil {
 		return fmt.Errorf("rebuild: switch to generation %s: %w", gen, err)
 	}
@@ -258,6 +239,49 @@ func runRebuild(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *c
 		fmt.Fprintf(out, "the manifest's upstream is now system %s timeline %d database %q\n", ident.SystemIdentifier, ident.Timeline, ident.Database)
 	}
 	fmt.Fprintln(out, "run 'pg-cdc start' to stream from the new slot")
+	return nil
+}
+
+// rebuildSwitch is the one manifest write of a rebuild.
+type rebuildSwitch struct {
+	generation string
+	lsn        cdc.LSN // the new slot's consistent point
+	snapTime   time.Time
+	now        time.Time
+	source     manifest.Source
+	tables     []*rebuildTable
+}
+
+// apply switches every table of m to the new generation: the epoch plus
+// one (with its history record), the end LSN at the consistent point, the
+// source as found, and the files of the old generations (and of a
+// re-snapshot under way) retired. It reads each table's entry from m, the
+// manifest as the commit found it: a compaction may have replaced a base
+// since the rebuild began, and its files are retired all the same.
+func (sw rebuildSwitch) apply(m *manifest.Manifest) error {
+	m.Epoch++
+	m.EndLSN = sw.lsn
+	m.Source = sw.source
+	for _, t := range sw.tables {
+		prev := m.Tables[t.source.ID.String()]
+		nt, err := generation.Table(prev, t.source, sw.generation, t.base, sw.lsn, m.Epoch)
+		if err != nil {
+			return fmt.Errorf("rebuild table %s: %w", t.source.ID, err)
+		}
+		if prev != nil && prev.Resnapshot != nil {
+			// The rebuild supersedes a re-snapshot under way.
+			for _, d := range prev.Resnapshot.Deltas {
+				m.Retire(d.Files, sw.now)
+			}
+		}
+		if err := m.SwitchGeneration(nt, sw.now); err != nil {
+			return err
+		}
+	}
+	m.History = append(m.History, manifest.EpochRecord{Epoch: m.Epoch, EndLSN: sw.lsn, MaxCommitTime: sw.snapTime, FlushedAt: sw.now.UTC()})
+	if len(m.History) > manifest.HistoryLimit {
+		m.History = m.History[len(m.History)-manifest.HistoryLimit:]
+	}
 	return nil
 }
 
@@ -323,16 +347,23 @@ func rebuildTables(ctx context.Context, db *postgres.DB, cfg config.Config, m *m
 }
 
 // rebuildGeneration is the generation every table moves to: the one after
-// the newest any table has, so that all tables share it after a rebuild
-// even if a re-snapshot had moved some of them ahead.
+// the newest any table has or is building (a re-snapshot under way), so
+// that all tables share it after a rebuild and no file of another lineage
+// shares its prefix.
 func rebuildGeneration(m *manifest.Manifest) (string, error) {
 	newest := manifest.FirstGeneration
 	for key, t := range m.Tables {
-		if _, err := manifest.NextGeneration(t.Generation); err != nil {
-			return "", fmt.Errorf("table %s: %w", key, err)
+		gens := []string{t.Generation}
+		if t.Resnapshot != nil {
+			gens = append(gens, t.Resnapshot.Generation)
 		}
-		if manifest.GenerationAfter(t.Generation, newest) {
-			newest = t.Generation
+		for _, g := range gens {
+			if _, err := manifest.NextGeneration(g); err != nil {
+				return "", fmt.Errorf("table %s: %w", key, err)
+			}
+			if manifest.GenerationAfter(g, newest) {
+				newest = g
+			}
 		}
 	}
 	return manifest.NextGeneration(newest)
