@@ -123,7 +123,9 @@ func (e *Epoch) write(seg segment, meta cdc.RowMeta, c *cdc.Change) error {
 		if err != nil {
 			return err
 		}
-		f, err := spool.Create(e.dir, s)
+		// Pipelined: the stream's loop decodes the next messages while
+		// this file's rows are compressed (parquetfile's pipeline).
+		f, err := spool.CreatePipelined(e.dir, s)
 		if err != nil {
 			return err
 		}

@@ -1,8 +1,6 @@
 package parquetfile
 
 import (
-	"fmt"
-
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -58,11 +56,19 @@ func (w *Writer) WriteRow(row parquet.Row) error {
 	if w.err != nil {
 		return w.err
 	}
+	if w.pipe != nil {
+		if err := w.put(row); err != nil {
+			w.err = err
+			return w.err
+		}
+		w.rows++
+		return nil
+	}
 	w.batch[0] = row
 	_, err := w.pw.WriteRows(w.batch[:])
 	w.batch[0] = nil
 	if err != nil {
-		w.err = fmt.Errorf("write row of %s: %w", w.schema.table, err)
+		w.err = wrapWrite(w, err)
 		return w.err
 	}
 	w.rows++
@@ -78,7 +84,14 @@ func (w *Writer) WriteRow(row parquet.Row) error {
 
 // Size returns the bytes written to the output so far plus the buffered row
 // group's compressed size: roughly what the file would hold if closed now.
-func (w *Writer) Size() int64 { return w.pw.Size() }
+func (w *Writer) Size() int64 {
+	if w.pipe != nil {
+		// The encoder owns pw; rows still in a batch are not counted.
+		w.pipe.mu.Lock()
+		defer w.pipe.mu.Unlock()
+	}
+	return w.pw.Size()
+}
 
 // RowBytes is the size of row's byte-array data: what it holds beyond its
 // fixed-size values.

@@ -52,6 +52,7 @@ type Writer struct {
 	adjusted []int64    // per table column: values a rule changed
 	err      error      // sticky: the file is unusable after a write failure
 	closed   bool
+	pipe     *pipeline // nil unless NewPipelinedWriter: pw then belongs to its encoder
 }
 
 // NewWriter returns a writer of rows of s's table to w. Close writes the
@@ -198,22 +199,34 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 		}
 	}
 
-	// parquet-go copies the values into its column buffers here, which is
-	// what lets the caller reuse its Text buffers and us reuse buf.
-	w.batch[0] = row
-	_, err := w.pw.WriteRows(w.batch[:])
-	w.batch[0] = nil
+	// parquet-go copies the values into its column buffers here (a
+	// pipeline into its batch), which is what lets the caller reuse its
+	// Text buffers and us reuse buf.
+	var err error
+	if w.pipe != nil {
+		err = w.put(row)
+	} else {
+		w.batch[0] = row
+		_, err = w.pw.WriteRows(w.batch[:])
+		w.batch[0] = nil
+		if err != nil {
+			err = wrapWrite(w, err)
+		}
+	}
 	w.row, w.buf = row[:0], buf[:0]
 	if cap(buf) > maxKeptBuf {
 		w.buf = nil // one huge bytea must not stay allocated for the file's life
 	}
 	if err != nil {
-		w.err = fmt.Errorf("write row of %s: %w", w.schema.table, err)
+		w.err = err
 		return w.err
 	}
 	w.rows++
 	if len(w.adj) > 0 {
 		w.countAdjusted(values)
+	}
+	if w.pipe != nil {
+		return nil // the encoder checks the size (writeBatch)
 	}
 	if w.sinceChk++; w.sinceChk >= sizeCheckRows || w.pending >= sizeCheckBytes {
 		w.sinceChk, w.pending = 0, 0
@@ -224,10 +237,18 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	return nil
 }
 
+func wrapWrite(w *Writer, err error) error {
+	return fmt.Errorf("write row of %s: %w", w.schema.table, err)
+}
+
+func wrapFlush(w *Writer, err error) error {
+	return fmt.Errorf("flush row group of %s: %w", w.schema.table, err)
+}
+
 // flush ends the current row group, writing its pages to the output.
 func (w *Writer) flush() error {
 	if err := w.pw.Flush(); err != nil {
-		w.err = fmt.Errorf("flush row group of %s: %w", w.schema.table, err)
+		w.err = wrapFlush(w, err)
 		return w.err
 	}
 	w.flushed = w.pw.Size()
@@ -245,7 +266,16 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	if w.err != nil {
+		if w.pipe != nil {
+			_ = w.pipe.drain(false)
+		}
 		return w.err
+	}
+	if w.pipe != nil {
+		if err := w.pipe.drain(true); err != nil {
+			w.err = err
+			return w.err
+		}
 	}
 	if err := w.pw.Close(); err != nil {
 		w.err = fmt.Errorf("close parquet file of %s: %w", w.schema.table, err)

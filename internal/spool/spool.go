@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
@@ -30,6 +31,18 @@ type File struct {
 
 // Create opens a new spool file in dir.
 func Create(dir string, schema *parquetfile.Schema) (*File, error) {
+	return create(dir, schema, parquetfile.NewWriter)
+}
+
+// CreatePipelined opens a new spool file in dir whose rows are encoded and
+// written on a goroutine of its own (parquetfile.NewPipelinedWriter), so
+// the caller's work between Writes overlaps with the compression. Finish or
+// Remove ends that goroutine.
+func CreatePipelined(dir string, schema *parquetfile.Schema) (*File, error) {
+	return create(dir, schema, parquetfile.NewPipelinedWriter)
+}
+
+func create(dir string, schema *parquetfile.Schema, newWriter func(io.Writer, *parquetfile.Schema) *parquetfile.Writer) (*File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create spool dir: %w", err)
 	}
@@ -38,7 +51,7 @@ func Create(dir string, schema *parquetfile.Schema) (*File, error) {
 		return nil, fmt.Errorf("create spool file: %w", err)
 	}
 	buf := bufio.NewWriterSize(f, 1<<20)
-	return &File{path: f.Name(), f: f, buf: buf, pw: parquetfile.NewWriter(buf, schema)}, nil
+	return &File{path: f.Name(), f: f, buf: buf, pw: newWriter(buf, schema)}, nil
 }
 
 // Write appends one row.
@@ -100,6 +113,7 @@ func (s *File) Upload(ctx context.Context, store blob.Store, key string) error {
 func (s *File) Remove() error {
 	if !s.closed {
 		s.closed = true
+		s.pw.Abort() // before the file closes under its encoder
 		s.f.Close()
 	}
 	if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
