@@ -208,3 +208,79 @@ func deadlocked(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001" || pgErr.Code == "23505")
 }
+
+// TestBackfillResumesAfterKill: a backfill killed (kill -9, by the
+// flush/after-manifest failpoint, so the manifest holds some chunks and the
+// slot was not yet confirmed) resumes after the manifest's last_key: the
+// restart starts after it, no chunk is counted twice (rows_copied ends
+// equal to the table's rows, which the writes only update), and the merged
+// state equals the source.
+func TestBackfillResumesAfterKill(t *testing.T) {
+	e := newEnv(t, envOptions{maxRows: 1000, extraYAML: "backfill:\n  chunk_rows: 500\n  discover_interval_sec: 0\n"})
+	e.exec(`CREATE TABLE small (id int PRIMARY KEY)`)
+	e.exec(`INSERT INTO small VALUES (1)`)
+	e.mustRun("init")
+	const rows = 20000
+	e.exec(`CREATE TABLE r (id int PRIMARY KEY, v int NOT NULL)`)
+	e.exec(`INSERT INTO r SELECT g, 0 FROM generate_series(1, $1::int) g`, rows)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		writeErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(ctx, e.url)
+		if err != nil {
+			writeErr = err
+			return
+		}
+		defer conn.Close(context.Background())
+		rng := rand.New(rand.NewPCG(3, 3))
+		for ctx.Err() == nil {
+			if _, err := conn.Exec(ctx, `UPDATE r SET v = v + 1 WHERE id = $1`, 1+rng.IntN(rows)); err != nil && ctx.Err() == nil {
+				writeErr = err
+				return
+			}
+		}
+	}()
+
+	s := e.startSampler()
+	d := e.start("PGCDC_FAILPOINTS=flush/after-manifest=kill@4")
+	if code := d.wait(60 * time.Second); code != 137 {
+		t.Fatalf("expected the failpoint to kill the daemon (exit 137), got %d:\n%s", code, lines(withoutDebug(d.out.String()), 20))
+	}
+	at := e.manifest().Tables["public.r"].Snapshot
+	if at.State != manifest.SnapshotBackfilling || len(at.LastKey) != 1 || at.Chunks == 0 {
+		t.Fatalf("after the kill: snapshot %+v, want a backfill under way", at)
+	}
+	d = e.start()
+	e.waitFor("the backfill of public.r to complete", 60*time.Second, func() bool {
+		data, err := e.manifestBytes()
+		if err != nil {
+			return false
+		}
+		m, err := manifest.Decode(data)
+		return err == nil && m.Tables["public.r"].Snapshot.State == manifest.SnapshotComplete
+	})
+	cancel()
+	wg.Wait()
+	if writeErr != nil {
+		t.Fatalf("writes: %v", writeErr)
+	}
+	e.waitCaughtUp(60 * time.Second)
+	d.stop()
+	s.check()
+	if !strings.Contains(d.out.String(), `msg="backfill started" table=public.r after=[`+at.LastKey[0]+`]`) {
+		t.Errorf("the restart did not resume after last_key %s:\n%s", at.LastKey[0], lines(withoutDebug(d.out.String()), 20))
+	}
+	end := e.manifest().Tables["public.r"].Snapshot
+	if end.RowsCopied != rows {
+		t.Errorf("rows_copied = %d after the resumed backfill, want %d (killed at %d rows, %d chunks)", end.RowsCopied, rows, at.RowsCopied, at.Chunks)
+	}
+	t.Logf("killed after %d chunks (%d rows, last key %s); completed with %d chunks", at.Chunks, at.RowsCopied, at.LastKey[0], end.Chunks)
+	assertSinkEqualsSource(t, e, "public.r", "public.small")
+}
