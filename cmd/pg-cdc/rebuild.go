@@ -225,6 +225,20 @@ func runRebuild(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *c
 		return fmt.Errorf("rebuild: switch to generation %s: %w", gen, err)
 	}
 	log.Info("switched to the new generation", "generation", gen, "epoch", switched.Epoch, "lsn", lsn, "slot", slotName)
+	rec := generation.Record{Generation: gen, Command: "rebuild", Reason: "slot " + reason, SwitchedAt: now.UTC(),
+		Epoch: switched.Epoch, ConsistentPoint: lsn, Source: switched.Source, Previous: map[string]string{}, Tables: map[string]generation.RecordTable{}}
+	for _, t := range tables {
+		key := t.source.ID.String()
+		if t.prev != nil {
+			rec.Previous[key] = t.prev.Generation
+		}
+		rec.Tables[key] = generation.RecordTable{Rows: t.check.Rows, Files: t.check.Files, Sampled: t.check.Sampled}
+	}
+	// The switch is done and the manifest is the truth: a record that
+	// cannot be written is reported, not a failed rebuild.
+	if err := generation.WriteRecord(ctx, store, rec); err != nil {
+		log.Warn("the generation record was not written; the rebuild itself is complete", "generation", gen, "err", err)
+	}
 
 	var rows, sampled int64
 	var files int

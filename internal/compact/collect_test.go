@@ -19,9 +19,9 @@ func TestCollectKeepsAGenerationBeingBuilt(t *testing.T) {
 	store := memory.New()
 	newManifest(t, store)
 	keys := map[string]bool{ // key → kept
-		"public/t/g0002/base/00000000/part-00000.parquet": true,
-		"public/t/g0010/base/00000000/part-00000.parquet": true,
-		"public/t/g0001/delta/00000007/part-00000.parquet": false,
+		"public/t/g0002/base/00000000/part-00000.parquet":    true,
+		"public/t/g0010/base/00000000/part-00000.parquet":    true,
+		"public/t/g0001/delta/00000007/part-00000.parquet":   false,
 		"public/gone/g0002/base/00000000/part-00000.parquet": false,
 	}
 	for k := range keys {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pg-cdc/pg-cdc/internal/generation"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/pgtest"
 	"github.com/pg-cdc/pg-cdc/internal/sinktest"
@@ -99,6 +101,21 @@ func checkSwitched(t *testing.T, e *env, before, after *manifest.Manifest) {
 	}
 	if bad := generationProblems(e, after); len(bad) > 0 {
 		t.Errorf("the switched manifest: %s", strings.Join(bad, "; "))
+	}
+	// The generation's record (DESIGN §2) agrees with the manifest.
+	for key, nt := range after.Tables {
+		data, err := os.ReadFile(filepath.Join(e.sink, generation.RecordKey(nt.Generation)))
+		if err != nil {
+			t.Fatalf("generation record: %v", err)
+		}
+		var rec generation.Record
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatalf("generation record: %v", err)
+		}
+		if rec.Epoch != after.Epoch || rec.ConsistentPoint != after.EndLSN || rec.Tables[key].Rows != nt.Base.RowCount ||
+			rec.Previous[key] != before.Tables[key].Generation {
+			t.Errorf("generation record %s for table %s: %+v; manifest epoch %d, end LSN %s, base rows %d", nt.Generation, key, rec, after.Epoch, after.EndLSN, nt.Base.RowCount)
+		}
 	}
 }
 
