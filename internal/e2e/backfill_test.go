@@ -58,12 +58,8 @@ func TestBackfillNewTableUnderLoad(t *testing.T) {
 		}()
 	}
 	complete := func(table string) bool {
-		data, err := e.manifestBytes()
-		if err != nil {
-			return false
-		}
-		m, err := manifest.Decode(data)
-		return err == nil && m.Tables[table] != nil && m.Tables[table].Snapshot.State == manifest.SnapshotComplete
+		mt := currentTable(e, table)
+		return mt != nil && mt.Snapshot.State == manifest.SnapshotComplete
 	}
 	e.waitFor("the backfill of public.big to complete", 80*time.Second, func() bool { return complete("public.big") || hamErr != nil })
 	cancel()
@@ -77,14 +73,7 @@ func TestBackfillNewTableUnderLoad(t *testing.T) {
 	// through the stream.
 	e.exec(`CREATE TABLE late (id bigint PRIMARY KEY, note text)`)
 	e.exec(`INSERT INTO late SELECT g, 'before ' || g FROM generate_series(1, 1500) g`)
-	e.waitFor("public.late in the manifest", 30*time.Second, func() bool {
-		data, err := e.manifestBytes()
-		if err != nil {
-			return false
-		}
-		m, err := manifest.Decode(data)
-		return err == nil && m.Tables["public.late"] != nil
-	})
+	e.waitFor("public.late in the manifest", 30*time.Second, func() bool { return currentTable(e, "public.late") != nil })
 	e.exec(`UPDATE late SET note = 'updated' WHERE id % 7 = 0`)
 	e.exec(`DELETE FROM late WHERE id % 11 = 0`)
 	e.exec(`INSERT INTO late SELECT g, 'after ' || g FROM generate_series(1501, 1600) g`)
@@ -189,16 +178,27 @@ func hammer(ctx context.Context, e *env, seed uint64, rows int, txns *atomic.Int
 // copyCursor is the backfill's last copied key of public.big, from the
 // manifest (0 before the first chunk).
 func copyCursor(e *env) int {
+	mt := currentTable(e, "public.big")
+	if mt == nil || len(mt.Snapshot.LastKey) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(mt.Snapshot.LastKey[0])
+	return n
+}
+
+// currentTable is the table as the sink's manifest has it now, or nil (no
+// manifest, or no such table). Safe from any goroutine: it never fails the
+// test.
+func currentTable(e *env, table string) *manifest.Table {
 	data, err := e.manifestBytes()
 	if err != nil {
-		return 0
+		return nil
 	}
 	m, err := manifest.Decode(data)
-	if err != nil || m.Tables["public.big"] == nil || len(m.Tables["public.big"].Snapshot.LastKey) == 0 {
-		return 0
+	if err != nil {
+		return nil
 	}
-	n, _ := strconv.Atoi(m.Tables["public.big"].Snapshot.LastKey[0])
-	return n
+	return m.Tables[table]
 }
 
 // deadlocked: the two writers took row locks in opposite orders and
@@ -259,12 +259,8 @@ func TestBackfillResumesAfterKill(t *testing.T) {
 	}
 	d = e.start()
 	e.waitFor("the backfill of public.r to complete", 60*time.Second, func() bool {
-		data, err := e.manifestBytes()
-		if err != nil {
-			return false
-		}
-		m, err := manifest.Decode(data)
-		return err == nil && m.Tables["public.r"].Snapshot.State == manifest.SnapshotComplete
+		mt := currentTable(e, "public.r")
+		return mt != nil && mt.Snapshot.State == manifest.SnapshotComplete
 	})
 	cancel()
 	wg.Wait()
