@@ -33,11 +33,13 @@ var resumeTables = []string{"public.r1", "public.r2", "public.r3", "public.r4", 
 // neither the rerun nor start copies them), the slot is never confirmed
 // past the manifest, and the merged state of all five equals the source.
 //
-// Each table holds 50,000 rows by default; PGCDC_E2E_FULL=1 runs the issue's
-// 1M rows per table (docs/test-harness.md records its timings).
+// Each table holds 50,000 rows by default; E2E_FULL=1 runs the issue's
+// 1M rows per table (docs/test-harness.md records its timings). The
+// variable has no PGCDC_ prefix: pg-cdc reads those as settings and refuses
+// unknown ones, and its processes inherit the test's environment.
 func TestKillInitMidSnapshot(t *testing.T) {
 	rows, chunk := 50_000, 10_000
-	if os.Getenv("PGCDC_E2E_FULL") == "1" {
+	if os.Getenv("E2E_FULL") == "1" {
 		rows, chunk = 1_000_000, 50_000
 	}
 	began := time.Now()
@@ -58,6 +60,11 @@ func TestKillInitMidSnapshot(t *testing.T) {
 	started := time.Now()
 	d := e.startCommand([]string{fmt.Sprintf("PGCDC_FAILPOINTS=%s%s=stop@%d", snapshot.FailpointBatch, resumeTables[2], half)}, "init")
 	e.waitFor("init to stop half-way through "+resumeTables[2], 5*time.Minute, func() bool {
+		select {
+		case <-d.done:
+			t.Fatalf("init exited %d before the failpoint stopped it:\n%s", d.exitCode(), withoutDebug(d.out.String()))
+		default:
+		}
 		return procState(d.cmd.Process.Pid) == "T"
 	})
 	copied := time.Since(started)
