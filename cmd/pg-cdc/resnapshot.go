@@ -122,7 +122,7 @@ func runResnapshot(ctx context.Context, cfg config.Config, log *slog.Logger, out
 		if t.Resnapshot == nil || t.Resnapshot.Generation != gen {
 			return fmt.Errorf("resnapshot %s: the request for generation %s is gone from the manifest (the table is at %s)", key, gen, t.Generation)
 		}
-		if p := t.Resnapshot.Snapshot.State + " " + snapshotRows(t.Resnapshot.Snapshot); p != last {
+		if p := t.Resnapshot.Snapshot.State + " " + snapshotProgress(t.Resnapshot.Snapshot) + " rows copied"; p != last {
 			fmt.Fprintf(out, "%s: %s\n", key, p)
 			last = p
 		}
@@ -135,14 +135,6 @@ func runResnapshot(ctx context.Context, cfg config.Config, log *slog.Logger, out
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// snapshotRows is "n rows copied" and, when known, "of about m".
-func snapshotRows(s manifest.Snapshot) string {
-	if s.RowsEstimate > 0 {
-		return fmt.Sprintf("%d of about %d rows copied", s.RowsCopied, s.RowsEstimate)
-	}
-	return fmt.Sprintf("%d rows copied", s.RowsCopied)
 }
 
 // notifyStream writes the message that makes a running start re-read the

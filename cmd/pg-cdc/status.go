@@ -167,6 +167,14 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 		fmt.Fprintf(out, "snapshot:  %d of %d tables are not complete (%s): until they are, their merged state is partial; 'pg-cdc start' completes them as backfills, and dump and verify refuse them\n",
 			len(unfinished), len(m.Tables), strings.Join(unfinished, ", "))
 	}
+	for _, k := range keys {
+		if r := m.Tables[k].Resnapshot; r != nil {
+			// Readers keep the current generation until the switch.
+			fmt.Fprintf(out, "resnapshot: %s: generation %s → %s, %s %s (requested %s); readers see %s until the switch\n",
+				k, m.Tables[k].Generation, r.Generation, r.Snapshot.State, snapshotProgress(r.Snapshot),
+				r.RequestedAt.Format(time.RFC3339), m.Tables[k].Generation)
+		}
+	}
 	printAdjusted(out, m, keys)
 	if n := len(m.Garbage); n > 0 {
 		oldest := m.Garbage[0].RetiredAt

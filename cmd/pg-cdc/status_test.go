@@ -94,6 +94,10 @@ func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
 				Snapshot: manifest.Snapshot{State: manifest.SnapshotBackfilling, RowsCopied: 250, RowsEstimate: 1000}},
 			"public.t4": {Schema: "public", Name: "t4",
 				Snapshot: manifest.Snapshot{State: manifest.SnapshotPending}},
+			"public.t5": {Schema: "public", Name: "t5", PrimaryKey: []string{"id"}, Generation: "g0001",
+				Snapshot: manifest.Snapshot{State: manifest.SnapshotComplete},
+				Resnapshot: &manifest.Resnapshot{Generation: "g0002", RequestedAt: now,
+					Snapshot: manifest.Snapshot{State: manifest.SnapshotBackfilling, RowsCopied: 10, RowsEstimate: 40}}},
 		},
 	}
 	var out bytes.Buffer
@@ -101,7 +105,8 @@ func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		"backfilling 250 / ~1000 (25%)",
-		"snapshot:  2 of 3 tables are not complete (public.t3, public.t4)",
+		"resnapshot: public.t5: generation g0001 → g0002, backfilling 10 / ~40 (25%)",
+		"snapshot:  2 of 4 tables are not complete (public.t3, public.t4)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status lacks %q:\n%s", want, got)
@@ -114,6 +119,7 @@ func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
 	}
 
 	out.Reset()
+	delete(m.Tables, "public.t5") // a resnapshot is no part of an interrupted init
 	printResume(&out, m, map[string]int64{"public.t3": 250}, "slot_x")
 	got = out.String()
 	for _, want := range []string{
