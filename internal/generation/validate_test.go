@@ -127,3 +127,46 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// nanKeys is a table keyed by numeric(10,2) whose first row's key is NaN,
+// which the DECIMAL column holds as NULL (docs/types.md).
+type nanKeys struct{}
+
+func (nanKeys) CopyTable(_ context.Context, _ string, _ *cdc.Table, fn func([]cdc.Datum) error) (int64, error) {
+	for _, k := range []string{"NaN", "1.50", "2.00"} {
+		if err := fn([]cdc.Datum{{Kind: cdc.DatumText, Text: []byte(k)}}); err != nil {
+			return 0, err
+		}
+	}
+	return 3, nil
+}
+
+func (nanKeys) SampleSnapshot(_ context.Context, _ string, _ *cdc.Table, keys [][]cdc.Datum) (int64, [][]cdc.Datum, error) {
+	var found [][]cdc.Datum
+	for _, k := range keys {
+		if string(k[0].Text) == "NaN" || len(k[0].Text) == 0 || k[0].Text[0] == 0 {
+			return 0, nil, errors.New("a key the files hold as NULL was looked up")
+		}
+		found = append(found, []cdc.Datum{k[0]})
+	}
+	return 3, found, nil
+}
+
+func TestValidateSkipsKeysARuleMadeNull(t *testing.T) {
+	tab := &cdc.Table{
+		ID: cdc.TableID{Schema: "public", Name: "n"}, OID: 1,
+		Columns:    []cdc.Column{{Name: "k", TypeOID: 1700, TypeMod: (10<<16 | 2) + 4, PGType: "numeric(10,2)", NotNull: true, FieldID: 1}},
+		PrimaryKey: []string{"k"}, ReplicaIdentity: cdc.ReplicaIdentityDefault,
+	}
+	store := memory.New()
+	bases, err := snapshot.Run(context.Background(), nanKeys{}, store, []*cdc.Table{tab}, snapshot.Options{
+		Snapshot: "snap-1", LSN: 0x1000, Time: time.Now(), Workers: 1, Generation: "g0002", SpoolDir: t.TempDir(),
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := Validate(context.Background(), nanKeys{}, store, tab, bases["public.n"], "snap-1", 16, t.TempDir())
+	if err != nil || check.Rows != 3 || check.Sampled != 2 {
+		t.Fatalf("check %+v, %v; want 3 rows, the 2 keys that are not NULL sampled", check, err)
+	}
+}
