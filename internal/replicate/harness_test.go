@@ -253,6 +253,9 @@ type options struct {
 	receiveTimeout time.Duration
 	answerPings    bool
 	catalog        Catalog // Config.Catalog
+	// chunks and chunkRows are Config.Chunks and Config.ChunkRows.
+	chunks    ChunkSource
+	chunkRows int
 	// manifest, if set, edits the initial manifest.
 	manifest func(*manifest.Manifest)
 }
@@ -322,6 +325,8 @@ func start(t *testing.T, o options) *harness {
 		CatchUp:         o.catchUp,
 		ReceiveTimeout:  o.receiveTimeout,
 		Catalog:         o.catalog,
+		Chunks:          o.chunks,
+		ChunkRows:       o.chunkRows,
 	}, src, fc, log)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,118 @@
+package replicate
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// fakeChunks serves scripted chunks of public.items. Before each marker it
+// pushes the transactions the script gives for that chunk, as if they had
+// committed between the chunk's snapshot and its marker, then the marker.
+type fakeChunks struct {
+	src    *fakeSource
+	ready  chan struct{} // closed once src is set
+	snap   cdc.Snapshot
+	chunks [][]string // ids per chunk; v is "copy-<id>"
+	before [][]Message
+	marker []cdc.LSN
+
+	mu     sync.Mutex
+	n      int
+	afters [][]string
+}
+
+func (f *fakeChunks) ReadChunk(_ context.Context, t *cdc.Table, after []string, limit int, fn func([]cdc.Datum) error) (cdc.Snapshot, int64, error) {
+	f.mu.Lock()
+	n := f.n
+	f.afters = append(f.afters, slices.Clone(after))
+	f.mu.Unlock()
+	var rows int64
+	for _, id := range f.chunks[n] {
+		if err := fn([]cdc.Datum{{Kind: cdc.DatumText, Text: []byte(id)}, {Kind: cdc.DatumText, Text: []byte("copy-" + id)}}); err != nil {
+			return cdc.Snapshot{}, rows, err
+		}
+		rows++
+	}
+	return f.snap, rows, nil
+}
+
+func (f *fakeChunks) EmitMarker(ctx context.Context, prefix, content string) (cdc.LSN, error) {
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	f.mu.Lock()
+	n := f.n
+	f.n++
+	f.mu.Unlock()
+	f.src.push(f.before[n]...)
+	f.src.push(data(pgLogical(0, false, false, f.marker[n], prefix, content))...)
+	return f.marker[n], nil
+}
+
+func (f *fakeChunks) EstimateRows(context.Context, cdc.TableID) (int64, error) { return 3, nil }
+
+// TestBackfillPlacement drives the loop and its chunk worker (under -race
+// in make test) through a two-chunk backfill of public.items. Between the
+// first chunk's snapshot (it sees xids below 600) and its marker, two
+// transactions commit: 550 (visible: the chunk already reflects it, so the
+// chunk row of id 1 comes after its update) and 650 (invisible: the chunk
+// row of id 2 goes just before its delete, which then removes it).
+func TestBackfillPlacement(t *testing.T) {
+	const (
+		l1, l2, m1, m2 cdc.LSN = startLSN + 0x100, startLSN + 0x200, startLSN + 0x300, startLSN + 0x400
+	)
+	fc := &fakeChunks{
+		snap:   cdc.Snapshot{Xmin: 600, Xmax: 600},
+		chunks: [][]string{{"1", "2"}, {"3"}},
+		marker: []cdc.LSN{m1, m2},
+		ready:  make(chan struct{}),
+	}
+	fc.before = [][]Message{
+		append(tx(550, l1, itemsRel(0, false), pgUpdate(0, false, itemsOID, 0, nil, []col{txt("1"), txt("vis")})),
+			tx(650, l2, itemsRel(0, false), pgDelete(0, false, itemsOID, 'K', txt("2"), null))...),
+		nil,
+	}
+	h := start(t, options{chunks: fc, chunkRows: 2, manifest: func(m *manifest.Manifest) {
+		mt := m.Tables["public.items"]
+		mt.Snapshot = manifest.Snapshot{State: manifest.SnapshotPending}
+		mt.Base = nil
+	}})
+	fc.src = h.src
+	close(fc.ready)
+	h.waitFor("the backfill to be placed", func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return fc.n == 2
+	})
+	h.waitTurns(3)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	m := h.manifest()
+	got := h.rows(m, "public.items", 1)
+	want := []string{
+		row("U", "1", "vis", l1, 0, 550),
+		row("D", "2", "null", l2, 0, 650),
+		row("I", "1", "copy-1", m1, -2, 0), // after the visible update
+		row("I", "2", "copy-2", l2, -1, 0), // before the invisible delete
+		row("I", "3", "copy-3", m2, -1, 0),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	s := m.Tables["public.items"].Snapshot
+	if s.State != manifest.SnapshotComplete || s.LSN != m2 || s.RowsCopied != 3 || s.Chunks != 2 || !slices.Equal(s.LastKey, []string{"3"}) || s.RowsEstimate != 3 {
+		t.Errorf("snapshot progress: %+v", s)
+	}
+	if !slices.EqualFunc(fc.afters, [][]string{nil, {"2"}}, slices.Equal) {
+		t.Errorf("chunks read after %v, want [[] [2]]", fc.afters)
+	}
+}
