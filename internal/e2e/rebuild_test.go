@@ -76,6 +76,7 @@ func rebuildAndStream(t *testing.T, e *env, wantState string, args ...string) {
 // the old generation's files are garbage; the epoch moved on by one.
 func checkSwitched(t *testing.T, e *env, before, after *manifest.Manifest) {
 	t.Helper()
+	e.mirror() // an object store's files, for the checks below
 	if after.Epoch != before.Epoch+1 {
 		t.Errorf("the rebuild wrote epoch %d after %d, want one more", after.Epoch, before.Epoch)
 	}
@@ -361,6 +362,25 @@ func dropSlot(e *env) {
 	e.t.Helper()
 	waitSlotReleased(e)
 	e.exec("SELECT pg_drop_replication_slot($1)", e.slot)
+}
+
+// TestRebuildOnS3: on an object store there is no writer lock; a start
+// streaming from the slot makes rebuild refuse (exit 15, naming the PID),
+// and a rebuild after the slot was dropped recovers as on a filesystem.
+func TestRebuildOnS3(t *testing.T) {
+	e := newEnv(t, envOptions{sink: "s3"})
+	seed(t, e, 30, 60)
+	e.mustRun("init")
+	d := e.start()
+	e.waitSlotActive(60 * time.Second)
+	if code, out := e.run("rebuild"); code != 15 || !strings.Contains(out, "in use by PID") {
+		t.Fatalf("rebuild while start streams exited %d, want 15 naming the PID:\n%s", code, lines(withoutDebug(out), 10))
+	}
+	e.exec("INSERT INTO customers VALUES (5000, 'late', 1, now(), true)")
+	e.waitCaughtUp(60 * time.Second)
+	d.stop()
+	dropSlot(e)
+	rebuildAndStream(t, e, "missing")
 }
 
 // touchKey is touchAll with another key, for a second workload in one
