@@ -470,7 +470,7 @@ func (s *Service) placeChunk(ctx context.Context, m *pgoutput.LogicalMessage) er
 			// retires (the flush names files by the manifest's current
 			// generation, and the next epoch's is the new one).
 			delete(s.shadow, t.ID)
-			if err := s.flush(ctx, "resnapshot complete"); err != nil {
+			if err := s.flush(ctx, "resnapshot-switch"); err != nil {
 				return err
 			}
 			s.log.Info("resnapshot complete: switched to the new generation", "table", t.ID.String(), "generation", c.gen)
@@ -546,7 +546,7 @@ func (s *Service) placeAddition(ctx context.Context, m *pgoutput.LogicalMessage)
 		return nil
 	})
 	e.CommitTxn(cdc.TxnMeta{EndLSN: max(s.durable, s.receivedLSN)}, s.now())
-	if err := s.flush(ctx, "new table"); err != nil {
+	if err := s.flush(ctx, "new-table"); err != nil {
 		return err
 	}
 	close(a.done)
