@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -34,8 +35,14 @@ func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *m
 	m := mc.Current()
 	f := tableFinder{cfg: cfg, db: db, log: log}
 	added, err := f.NewTables(ctx, func(id cdc.TableID) bool { return m.Tables[id.String()] != nil })
-	if err != nil {
+	var refused *cdc.Error
+	if errors.As(err, &refused) {
 		return err
+	}
+	if err != nil {
+		// Streaming the captured tables does not depend on it (a table
+		// named in tables.include was dropped, say).
+		log.Warn("looking for new tables to capture failed; streaming the captured ones", "err", err)
 	}
 	var unpublished []cdc.TableID
 	for _, mt := range m.Tables {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -268,8 +269,17 @@ func (s *Service) runBackfills(ctx context.Context) error {
 		case <-tick:
 		}
 		found, err := s.cfg.Tables.NewTables(ctx, func(id cdc.TableID) bool { return known[id] })
-		if err != nil {
+		var refused *cdc.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &refused) || ctx.Err() != nil:
 			return err
+		default:
+			// Looking is not worth stopping the stream for (a table named
+			// in tables.include was dropped, say): the next round tries
+			// again.
+			s.log.Warn("looking for new tables failed; trying again at the next interval", "err", err)
+			continue
 		}
 		for _, mt := range found {
 			if err := s.addTable(ctx, mt); err != nil {
