@@ -131,6 +131,7 @@ type addition struct {
 func (s *Service) newBackfills(m *manifest.Manifest) error {
 	s.trackers = map[cdc.TableID]*backfill.Tracker{}
 	s.shadow = map[cdc.TableID]string{}
+	s.pruneAt = pruneFloor
 	s.bf = &backfills{errc: make(chan error, 1), notify: make(chan struct{}, 1)}
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
@@ -574,7 +575,38 @@ func (s *Service) track(tr *backfill.Tracker, meta cdc.RowMeta, c *cdc.Change) e
 		return err
 	}
 	tr.Change(key, meta.XID, meta.LSN)
+	if tr.Len() >= s.pruneAt {
+		s.pruneEarly()
+	}
 	return nil
+}
+
+// pruneFloor is the tracker size from which the loop prunes before the
+// pending chunk's marker arrives.
+const pruneFloor = 100_000
+
+// pruneEarly prunes the trackers with the snapshot of the chunk waiting for
+// its marker. While the loop works through a backlog (a resumed init
+// streams from its consistent point) the marker is far ahead and every
+// change of the backlog would be tracked until it arrives; the pending
+// chunk's snapshot sees almost all of them, and pruning with it is as safe
+// as after placement: that chunk and every later one only look at changes
+// their (later) snapshots do not see.
+func (s *Service) pruneEarly() {
+	s.bf.mu.Lock()
+	c := s.bf.pending
+	s.bf.mu.Unlock()
+	if c == nil {
+		// No snapshot to prune with yet: the worker is reading the chunk.
+		s.pruneAt += pruneFloor
+		return
+	}
+	n := 0
+	for _, tr := range s.trackers {
+		tr.Prune(c.snap)
+		n += tr.Len()
+	}
+	s.pruneAt = max(pruneFloor, 2*n)
 }
 
 // trackKey is the key of a row as the tracker compares it: each key

@@ -2,11 +2,13 @@ package replicate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/pg-cdc/pg-cdc/internal/backfill"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
@@ -114,5 +116,26 @@ func TestBackfillPlacement(t *testing.T) {
 	}
 	if !slices.EqualFunc(fc.afters, [][]string{nil, {"2"}}, slices.Equal) {
 		t.Errorf("chunks read after %v, want [[] [2]]", fc.afters)
+	}
+}
+
+// TestPruneEarly: while a chunk waits for its marker (a backlog being
+// read), the trackers are pruned with its snapshot once they grow past
+// pruneAt: the changes it sees go, the ones it does not stay for placement.
+func TestPruneEarly(t *testing.T) {
+	tr := backfill.NewTracker()
+	s := &Service{bf: &backfills{}, trackers: map[cdc.TableID]*backfill.Tracker{{Schema: "public", Name: "items"}: tr}, pruneAt: 4}
+	for i := range 3 {
+		tr.Change(fmt.Sprint(i), cdc.XID(100+i), startLSN)
+	}
+	tr.Change("late", 700, startLSN)
+	s.pruneEarly() // no pending chunk: nothing to prune with
+	if tr.Len() != 4 || s.pruneAt <= 4 {
+		t.Fatalf("without a pending chunk: %d kept, next at %d", tr.Len(), s.pruneAt)
+	}
+	s.bf.pending = &chunk{snap: cdc.Snapshot{Xmin: 600, Xmax: 600}}
+	s.pruneEarly()
+	if tr.Len() != 1 || s.pruneAt != pruneFloor {
+		t.Fatalf("with a pending chunk: %d kept (want the invisible one), next at %d", tr.Len(), s.pruneAt)
 	}
 }
