@@ -139,3 +139,68 @@ func TestPruneEarly(t *testing.T) {
 		t.Fatalf("with a pending chunk: %d kept (want the invisible one), next at %d", tr.Len(), s.pruneAt)
 	}
 }
+
+// TestResnapshotSwitch: a resnapshot request found in the manifest at
+// start is built beside the current generation (streamed rows written to
+// both), switched in the manifest write of its last chunk, and later
+// changes go to the new generation only.
+func TestResnapshotSwitch(t *testing.T) {
+	const l1, m1, l2 cdc.LSN = startLSN + 0x100, startLSN + 0x200, startLSN + 0x300
+	fc := &fakeChunks{
+		snap:   cdc.Snapshot{Xmin: 600, Xmax: 600},
+		chunks: [][]string{{"1", "2"}},
+		marker: []cdc.LSN{m1},
+		ready:  make(chan struct{}),
+		before: [][]Message{tx(550, l1, itemsRel(0, false), pgInsert(0, false, itemsOID, txt("5"), txt("streamed")))},
+	}
+	h := start(t, options{chunks: fc, chunkRows: 3, manifest: func(m *manifest.Manifest) {
+		m.Tables["public.items"].Resnapshot = &manifest.Resnapshot{Generation: "g0002", RequestedAt: baseTime,
+			Snapshot: manifest.Snapshot{State: manifest.SnapshotPending}, Deltas: []manifest.Delta{}}
+	}})
+	fc.src = h.src
+	close(fc.ready)
+	h.waitFor("the switch", func() bool {
+		mt := h.manifest().Tables["public.items"]
+		return mt.Generation == "g0002"
+	})
+	h.push(tx(551, l2, itemsRel(0, false), pgInsert(0, false, itemsOID, txt("6"), txt("after")))...)
+	h.waitIdle()
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	m := h.manifest()
+	mt := m.Tables["public.items"]
+	if mt.Resnapshot != nil || mt.Base != nil || !mt.Snapshot.Complete() || mt.Snapshot.LSN != m1 || mt.Snapshot.RowsCopied != 2 {
+		t.Fatalf("after the switch: resnapshot %+v, base %+v, snapshot %+v", mt.Resnapshot, mt.Base, mt.Snapshot)
+	}
+	var got []string
+	for _, d := range mt.Deltas {
+		for _, f := range d.Files {
+			if !strings.Contains(f.Path, "/g0002/") {
+				t.Errorf("the new generation names %s", f.Path)
+			}
+			for _, r := range h.readFile(f.Path) {
+				got = append(got, r.String())
+			}
+		}
+	}
+	want := []string{
+		row("I", "5", "streamed", l1, 0, 550), // streamed while building: in the new generation too
+		row("I", "1", "copy-1", m1, -2, 0),
+		row("I", "2", "copy-2", m1, -1, 0),
+		row("I", "6", "after", l2, 0, 551), // after the switch: only here
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("new generation rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	retired := 0
+	for _, g := range m.Garbage {
+		if !strings.Contains(g.Path, "/g0001/") {
+			t.Errorf("garbage %s is not of the old generation", g.Path)
+		}
+		retired++
+	}
+	if retired != 1 {
+		t.Errorf("%d files retired, want the old generation's delta of epoch 1", retired)
+	}
+}
