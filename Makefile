@@ -13,8 +13,8 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/txn/... ./internal/pgoutput/... ./internal/config/... \
              ./internal/blob/... ./internal/failpoint/... ./internal/replicate/... \
              ./internal/health/... ./internal/metrics/... ./internal/sdnotify/... \
-             ./internal/logging/... ./internal/runs/...
-PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs)(/|$$)
+             ./internal/logging/... ./internal/runs/... ./internal/backfill/...
+PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs|backfill)(/|$$)
 
 .PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw shellcheck bench
 
