@@ -43,6 +43,9 @@ type RecordTable struct {
 	Rows    int64 `json:"rows"`
 	Files   int   `json:"files"`
 	Sampled int   `json:"sampled"`
+	// Rewritten: truncated or rewritten after the snapshot, so not
+	// compared with the source (Check.Rewritten).
+	Rewritten bool `json:"rewritten,omitempty"`
 }
 
 // WriteRecord stores r under RecordKey, replacing a record of an earlier

@@ -15,19 +15,25 @@ import (
 // exported snapshot: the state a snapshot copy of t read, independently of
 // that copy. A rebuild checks a new generation's files against it. The
 // exporting connection must still be open and idle.
-func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table, keys [][]cdc.Datum) (rows int64, found [][]cdc.Datum, err error) {
+//
+// rewritten is true when t's storage was replaced since the snapshot
+// (TRUNCATE, or a rewriting ALTER TABLE: its relfilenode as the snapshot
+// sees pg_class differs from the current one). Those are not MVCC-safe: a
+// transaction whose snapshot predates them reads the new storage, so rows
+// and found then describe neither the snapshot nor the copy.
+func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table, keys [][]cdc.Datum) (rows int64, found [][]cdc.Datum, rewritten bool, err error) {
 	if snapshot == "" {
-		return 0, nil, fmt.Errorf("sample table %s: no snapshot to read in", t.ID)
+		return 0, nil, false, fmt.Errorf("sample table %s: no snapshot to read in", t.ID)
 	}
 	if err := validSnapshotName(snapshot); err != nil {
-		return 0, nil, fmt.Errorf("sample table %s: %w", t.ID, err)
+		return 0, nil, false, fmt.Errorf("sample table %s: %w", t.ID, err)
 	}
 	cols := make([]int, len(t.Columns))
 	for i := range cols {
 		cols[i] = i
 	}
 	err = db.with(ctx, func(c *pgx.Conn) error {
-		rows, found = 0, nil
+		rows, found, rewritten = 0, nil, false
 		tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -36,6 +42,16 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 		defer func() { _ = tx.Rollback(context.Background()) }()
 		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+snapshot+"'"); err != nil {
 			return fmt.Errorf("import snapshot %s: %w", snapshot, err)
+		}
+		// pg_class as of the snapshot, against the storage in use now
+		// (pg_relation_filenode reads the current catalog).
+		var then, now *uint32
+		if err := tx.QueryRow(ctx, "SELECT relfilenode, pg_relation_filenode(oid)::oid FROM pg_class WHERE oid = $1", t.OID).Scan(&then, &now); err != nil {
+			return fmt.Errorf("read relfilenode: %w", err)
+		}
+		if then == nil || now == nil || *then != *now {
+			rewritten = true
+			return nil
 		}
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()).Scan(&rows); err != nil {
 			return fmt.Errorf("count rows: %w", err)
@@ -57,7 +73,7 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 		return nil
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("sample table %s in snapshot %s on %s: %w", t.ID, snapshot, db.server, err)
+		return 0, nil, false, fmt.Errorf("sample table %s in snapshot %s on %s: %w", t.ID, snapshot, db.server, err)
 	}
-	return rows, found, nil
+	return rows, found, rewritten, nil
 }
