@@ -43,17 +43,16 @@ func TestBackfillNewTableUnderLoad(t *testing.T) {
 	d := e.start()
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
-		wg      sync.WaitGroup
-		txns    atomic.Int64
-		hamErr  error
-		errOnce sync.Once
+		wg     sync.WaitGroup
+		txns   atomic.Int64
+		hamErr = make(chan error, 2) // one per writer
 	)
 	for w := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := hammer(ctx, e, uint64(w), rows, &txns); err != nil && !errors.Is(err, context.Canceled) {
-				errOnce.Do(func() { hamErr = err })
+				hamErr <- err
 			}
 		}()
 	}
@@ -61,11 +60,12 @@ func TestBackfillNewTableUnderLoad(t *testing.T) {
 		mt := currentTable(e, table)
 		return mt != nil && mt.Snapshot.State == manifest.SnapshotComplete
 	}
-	e.waitFor("the backfill of public.big to complete", 80*time.Second, func() bool { return complete("public.big") || hamErr != nil })
+	e.waitFor("the backfill of public.big to complete", 80*time.Second, func() bool { return complete("public.big") || len(hamErr) > 0 })
 	cancel()
 	wg.Wait()
-	if hamErr != nil {
-		t.Fatalf("workload: %v", hamErr)
+	close(hamErr)
+	if err := <-hamErr; err != nil {
+		t.Fatalf("workload: %v", err)
 	}
 
 	// A table created while start runs is found, published and backfilled
