@@ -84,8 +84,10 @@ type chunk struct {
 	placed   chan struct{}
 }
 
-// backfills is the state the loop and the chunk worker share: the chunk
-// waiting for its marker. Everything else belongs to one side.
+// backfills is what the loop and the chunk worker share, under mu: the
+// chunk waiting for its marker, the new table waiting for its message, the
+// queued jobs. Everything else belongs to one side (trackers and shadow to
+// the loop).
 type backfills struct {
 	mu      sync.Mutex
 	pending *chunk
