@@ -23,7 +23,7 @@ import (
 var auditedActions = map[string]bool{
 	"preflight": true, "init": true, "start": true, "teardown": true,
 	"compact": true, "verify": true, "config print": true, "rebuild": true,
-	"reconcile": true,
+	"reconcile": true, "resnapshot": true,
 }
 
 // audit is the audit stream of one command: records with audit=true and
