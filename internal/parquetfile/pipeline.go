@@ -2,7 +2,9 @@ package parquetfile
 
 import (
 	"io"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -15,29 +17,50 @@ import (
 // calls Write also receives and decodes the next messages: with the
 // encoding on another goroutine, the two overlap on a second core instead
 // of taking turns.
+//
+// When the encoder cannot keep up — the caller waited for it for more than
+// stallBeforeStripe in all, as with rows of large texts, where compression
+// is nearly all the work — a second encoder starts, writing row groups of
+// its own into the same file (parquet-go's concurrent row groups): rows are
+// read back by key and (__lsn, __seq), never by their place in a file.
 const (
-	// A batch goes to the encoder at pipeRows rows or pipeBytes bytes of
+	// A batch goes to the encoders at pipeRows rows or pipeBytes bytes of
 	// values, whichever comes first: large enough that the hand-over costs
 	// nothing per row, small enough that the size check (sizeCheckBytes)
 	// keeps its granularity.
 	pipeRows  = 256
 	pipeBytes = sizeCheckBytes
-	// pipeBatches bounds the memory in flight: one batch being filled, one
-	// being encoded, one queued between them.
-	pipeBatches = 3
+	// maxStripes is the most encoders a file gets: the stream's machine is
+	// assumed to have two cores for pg-cdc at most (one goes to the
+	// walsender when both run on one host).
+	maxStripes = 2
+	// stallBeforeStripe is how long Write may wait for the encoder in all
+	// before a second one starts: well above the scheduling hiccups of a
+	// busy machine, well below the seconds a backlog of large rows takes.
+	stallBeforeStripe = 100 * time.Millisecond
 )
 
-// pipeline is the hand-over between Write and the encoder goroutine.
+// stripeLimit is maxStripes, lowered by the benchmark that measures what
+// the second encoder buys.
+var stripeLimit = maxStripes
+
+// pipeline is the hand-over between Write and the encoder goroutines.
 type pipeline struct {
 	work chan *rowBatch // filled batches, in Write order
-	free chan *rowBatch // batches the encoder is done with
-	done chan struct{}  // closed when the encoder has returned
+	free chan *rowBatch // batches an encoder is done with
+	wg   sync.WaitGroup // the encoders
 	cur  *rowBatch      // being filled by Write; owned by the caller
 
-	// mu guards err and the parquet-go writer between the encoder and the
-	// caller's Size; the encoder holds it while it writes a batch.
+	// Caller-side: the encoders started and the time Write waited for them.
+	stripes int
+	stalled time.Duration
+
+	// commitMu serialises what touches the file itself: committing a row
+	// group, starting one, and Size.
+	commitMu sync.Mutex
+
 	mu  sync.Mutex
-	err error // the encoder's first failure: every later batch is dropped
+	err error // the first failure: every later batch is dropped
 }
 
 // rowBatch owns copies of its rows: Write's caller may reuse its buffers as
@@ -80,70 +103,106 @@ func (b *rowBatch) add(row parquet.Row) {
 
 func (b *rowBatch) full() bool { return len(b.rows) >= pipeRows || b.bytes >= pipeBytes }
 
-// NewPipelinedWriter is NewWriter whose encoding and output run on a
-// goroutine of the writer's own, overlapping with the caller's next Writes
+// NewPipelinedWriter is NewWriter whose encoding and output run on
+// goroutines of the writer's own, overlapping with the caller's next Writes
 // (see pipeline). The writer's contract is NewWriter's, except that a
 // failure of the output or of parquet-go is returned by a later Write or
 // by Close rather than by the Write of the row that met it (the file is
-// unusable either way). The goroutine ends in Close or Abort, one of which
-// the owner must call.
+// unusable either way), and that rows are not in Write order in the file
+// once a second encoder runs. The goroutines end in Close or Abort, one of
+// which the owner must call.
 func NewPipelinedWriter(w io.Writer, s *Schema) *Writer {
-	pw := NewWriter(w, s)
+	pw := newWriter(w, s, maxStripes)
 	p := &pipeline{
 		work: make(chan *rowBatch, 1),
-		free: make(chan *rowBatch, pipeBatches),
-		done: make(chan struct{}),
-	}
-	for range pipeBatches - 1 {
-		p.free <- &rowBatch{}
+		free: make(chan *rowBatch, maxStripes+2),
 	}
 	p.cur = &rowBatch{}
 	pw.pipe = p
-	go pw.encode()
+	pw.addStripe()
 	return pw
 }
 
-// encode writes the batches Write hands over until Close or Abort closes
-// the work channel.
-func (w *Writer) encode() {
+// addStripe starts an encoder with a row group of its own and one more
+// batch to fill meanwhile.
+func (w *Writer) addStripe() {
 	p := w.pipe
-	defer close(p.done)
+	p.commitMu.Lock()
+	rg := w.pw.BeginRowGroup()
+	p.commitMu.Unlock()
+	p.stripes++
+	p.free <- &rowBatch{}
+	if p.stripes == 1 {
+		p.free <- &rowBatch{} // one queued while the other is encoded
+	}
+	p.wg.Add(1)
+	go w.encode(rg)
+}
+
+// encode writes the batches Write hands over into rg until Close or Abort
+// closes the work channel, then commits what rg holds (unless aborted).
+func (w *Writer) encode(rg *parquet.ConcurrentRowGroupWriter) {
+	p := w.pipe
+	defer p.wg.Done()
 	for b := range p.work {
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = w.writeBatch(b)
+		if p.failure() == nil {
+			if err := w.writeBatch(rg, b); err != nil {
+				p.fail(err)
+			}
 		}
-		p.mu.Unlock()
 		b.reset()
 		p.free <- b
 	}
+	if p.failure() == nil {
+		if err := p.commit(rg); err != nil {
+			p.fail(wrapFlush(w, err))
+		}
+	}
 }
 
-// writeBatch writes b's rows and ends the row group once it reaches the
+// writeBatch writes b's rows and commits the row group once it reaches the
 // budget (the check Write makes itself when the writer is not pipelined).
-func (w *Writer) writeBatch(b *rowBatch) error {
-	if _, err := w.pw.WriteRows(b.rows); err != nil {
+func (w *Writer) writeBatch(rg *parquet.ConcurrentRowGroupWriter, b *rowBatch) error {
+	if _, err := rg.WriteRows(b.rows); err != nil {
 		return wrapWrite(w, err)
 	}
-	if w.pw.Size()-w.flushed >= w.budget {
-		if err := w.pw.Flush(); err != nil {
+	if rg.Size() >= w.budget {
+		if err := w.pipe.commit(rg); err != nil {
 			return wrapFlush(w, err)
 		}
-		w.flushed = w.pw.Size()
 	}
 	return nil
 }
 
-// put queues a converted row for the encoder. It fails only with the
-// encoder's error, once it has one.
+func (p *pipeline) commit(rg *parquet.ConcurrentRowGroupWriter) error {
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	_, err := rg.Commit()
+	return err
+}
+
+// put queues a converted row for the encoders. It fails only with an
+// encoder's error, once there is one.
 func (w *Writer) put(row parquet.Row) error {
 	p := w.pipe
 	p.cur.add(row)
 	if !p.cur.full() {
 		return nil
 	}
-	p.work <- p.cur
-	p.cur = <-p.free
+	select {
+	case p.work <- p.cur:
+		p.cur = <-p.free // at once: with the queue free, so is a batch
+	default:
+		// A batch is queued already and the encoders are busy: they are
+		// the bottleneck. Time is read only here, not per row.
+		t := time.Now()
+		p.work <- p.cur
+		p.cur = <-p.free
+		p.stalled += time.Since(t)
+		if p.stalled > stallBeforeStripe && p.stripes < stripeLimit && runtime.GOMAXPROCS(0) > 1 {
+			w.addStripe()
+		}
+	}
 	return p.failure()
 }
 
@@ -153,26 +212,40 @@ func (p *pipeline) failure() error {
 	return p.err
 }
 
-// drain hands over the last rows, stops the encoder and returns its error.
-// keep=false drops what is not written yet (Abort).
+func (p *pipeline) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// drain hands over the last rows, stops the encoders (which commit their
+// row groups) and returns their error. keep=false drops what is not written
+// yet (Abort).
 func (p *pipeline) drain(keep bool) error {
 	if keep && len(p.cur.rows) > 0 {
 		p.work <- p.cur
 	}
 	p.cur = nil
 	if !keep {
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = errClosed
-		}
-		p.mu.Unlock()
+		p.fail(errClosed)
 	}
 	close(p.work)
-	<-p.done
+	p.wg.Wait()
 	if !keep {
 		return nil
 	}
 	return p.failure()
+}
+
+// Stalled is how long Write has waited for the encoders so far (a
+// pipelined writer's; zero otherwise).
+func (w *Writer) Stalled() time.Duration {
+	if w.pipe == nil {
+		return 0
+	}
+	return w.pipe.stalled
 }
 
 // Abort stops a writer without writing the footer, discarding the rows not

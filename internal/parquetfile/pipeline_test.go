@@ -3,9 +3,14 @@ package parquetfile
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +22,13 @@ import (
 // write for each row; its Datums may be reused between calls, as the
 // stream's are.
 func writeBoth(t *testing.T, table *cdc.Table, budget int64, rows func(write func(cdc.RowMeta, []cdc.Datum))) (plain, piped string) {
+	plain, piped, _ = writeBothTo(t, table, budget, func(w io.Writer) io.Writer { return w }, rows)
+	return plain, piped
+}
+
+// writeBothTo is writeBoth whose pipelined writer writes through out, and
+// which also returns how many encoders that writer ended with.
+func writeBothTo(t *testing.T, table *cdc.Table, budget int64, out func(io.Writer) io.Writer, rows func(write func(cdc.RowMeta, []cdc.Datum))) (plain, piped string, stripes int) {
 	t.Helper()
 	s, err := NewSchema(table)
 	if err != nil {
@@ -25,7 +37,7 @@ func writeBoth(t *testing.T, table *cdc.Table, budget int64, rows func(write fun
 	dir := t.TempDir()
 	for i, newWriter := range []func(w *bytes.Buffer) *Writer{
 		func(b *bytes.Buffer) *Writer { return NewWriter(b, s) },
-		func(b *bytes.Buffer) *Writer { return NewPipelinedWriter(b, s) },
+		func(b *bytes.Buffer) *Writer { return NewPipelinedWriter(out(b), s) },
 	} {
 		var buf bytes.Buffer
 		w := newWriter(&buf)
@@ -50,10 +62,10 @@ func writeBoth(t *testing.T, table *cdc.Table, budget int64, rows func(write fun
 		if i == 0 {
 			plain = path
 		} else {
-			piped = path
+			piped, stripes = path, w.pipe.stripes
 		}
 	}
-	return plain, piped
+	return plain, piped, stripes
 }
 
 // sameRows checks with DuckDB that two files hold the same rows (every
@@ -148,7 +160,7 @@ func TestPipelinedWriterOutputError(t *testing.T) {
 	if cerr == nil {
 		t.Fatal("Close succeeded on a failing output")
 	}
-	<-w.pipe.done
+	w.pipe.wg.Wait() // the encoders have ended (a leak would hang here)
 	if err := w.Write(cdc.RowMeta{Op: cdc.OpTruncate}, nil); err == nil {
 		t.Error("Write after a failure succeeded")
 	}
@@ -169,8 +181,8 @@ func TestPipelinedWriterAbort(t *testing.T) {
 		}
 	}
 	w.Abort()
-	<-w.pipe.done
-	w.Abort() // twice is harmless
+	w.pipe.wg.Wait() // the encoders have ended (a leak would hang here)
+	w.Abort()        // twice is harmless
 	if err := w.Write(cdc.RowMeta{Op: cdc.OpTruncate}, nil); err == nil {
 		t.Error("Write after Abort succeeded")
 	}
@@ -179,5 +191,88 @@ func TestPipelinedWriterAbort(t *testing.T) {
 	}
 	if bytes.HasSuffix(buf.Bytes(), []byte("PAR1")) && buf.Len() > 8 {
 		t.Error("an aborted file has a footer")
+	}
+}
+
+// slowWriter makes every write of the output take a while: the encoders
+// fall behind the caller, as compression does with rows of large texts.
+type slowWriter struct{ w io.Writer }
+
+func (s slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(50 * time.Millisecond)
+	return s.w.Write(p)
+}
+
+// Encoders that hold the caller back get a second one, writing row groups
+// of its own into the same file: the file still holds exactly the rows.
+func TestPipelinedWriterSecondEncoder(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a second encoder starts only with two or more Ps")
+	}
+	table := benchTable()
+	const n = 20_000
+	plain, piped, stripes := writeBothTo(t, table, 16<<10, func(w io.Writer) io.Writer { return slowWriter{w} },
+		func(write func(cdc.RowMeta, []cdc.Datum)) {
+			var rows benchRows
+			ts := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+			for i := int64(0); i < n; i++ {
+				write(cdc.RowMeta{Op: cdc.OpUpdate, LSN: cdc.LSN(5000 + i/100), Seq: i, XID: 11, CommitTime: ts}, rows.fill(i))
+			}
+		})
+	if stripes != maxStripes {
+		t.Errorf("the pipelined writer ended with %d encoder(s), want %d", stripes, maxStripes)
+	}
+	sameRows(t, table, plain, piped)
+}
+
+// BenchmarkPipelinedWideRows writes rows of 8 KiB of English words (the
+// bench's W4), where zstd is nearly all the work, with one encoder and with
+// a second one allowed; it reports rows/s and CPU µs per row.
+func BenchmarkPipelinedWideRows(b *testing.B) {
+	words := strings.Fields("the of and to in is you that it he was for on are as with his they at be this have from or one had by word " +
+		"but not what all were we when your can said there use an each which she do how their if will up other about out many")
+	texts := make([][]byte, 1000)
+	x := uint64(88172645463325252)
+	for i := range texts {
+		var t []byte
+		for len(t) < 8192 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			t = append(append(t, words[x%uint64(len(words))]...), ' ')
+		}
+		texts[i] = t[:8192]
+	}
+	table := &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "wide"}, Columns: []cdc.Column{
+		{Name: "id", TypeOID: oidInt8, TypeMod: -1},
+		{Name: "b", TypeOID: oidText, TypeMod: -1},
+	}, PrimaryKey: []string{"id"}}
+	s, err := NewSchema(table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, limit := range []int{1, maxStripes} {
+		b.Run(fmt.Sprintf("encoders=%d", limit), func(b *testing.B) {
+			stripeLimit = limit
+			defer func() { stripeLimit = maxStripes }()
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			w := NewPipelinedWriter(&countingWriter{}, s)
+			id := make([]byte, 0, 20)
+			for i := 0; i < b.N; i++ {
+				id = strconv.AppendInt(id[:0], int64(i), 10)
+				values := []cdc.Datum{{Kind: cdc.DatumText, Text: id}, {Kind: cdc.DatumText, Text: texts[i%len(texts)]}}
+				if err := w.Write(cdc.RowMeta{Op: cdc.OpInsert, Seq: int64(i)}, values); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Utime) - syscall.TimevalToNsec(ru0.Stime))
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/row")
+		})
 	}
 }

@@ -57,13 +57,17 @@ type Writer struct {
 
 // NewWriter returns a writer of rows of s's table to w. Close writes the
 // footer; w itself is not closed.
-func NewWriter(w io.Writer, s *Schema) *Writer {
+func NewWriter(w io.Writer, s *Schema) *Writer { return newWriter(w, s, 1) }
+
+// newWriter is NewWriter whose zstd codec serves up to encoders goroutines
+// at once (a pipelined writer's row groups compress in parallel).
+func newWriter(w io.Writer, s *Schema, encoders int) *Writer {
 	names := make([][]byte, len(s.cols))
 	for i, c := range s.cols {
 		names[i] = []byte(c.name)
 	}
 	var codec compress.Codec = &parquet.Zstd
-	if z, err := newZstdCodec(); err == nil {
+	if z, err := newZstdCodec(encoders); err == nil {
 		codec = z
 	} // else: only invalid options fail, and they are constants; parquet.Zstd works too.
 	options := []parquet.WriterOption{

@@ -30,10 +30,12 @@ type zstdCodec struct {
 // recompress harder.
 const zstdLevel = zstd.SpeedFastest
 
-func newZstdCodec() (*zstdCodec, error) {
+// newZstdCodec returns a codec that compresses up to concurrency pages at
+// once (the encoder's EncodeAll serialises calls beyond that).
+func newZstdCodec(concurrency int) (*zstdCodec, error) {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstdLevel),
-		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderConcurrency(concurrency),
 		zstd.WithWindowSize(zstdWindow),
 		zstd.WithLowerEncoderMem(true),
 		zstd.WithZeroFrames(true),
