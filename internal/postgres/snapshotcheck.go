@@ -43,6 +43,12 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+snapshot+"'"); err != nil {
 			return fmt.Errorf("import snapshot %s: %w", snapshot, err)
 		}
+		// The lock keeps a TRUNCATE from slipping in between the check
+		// below and the reads, and taking it processes the catalog
+		// invalidations, so pg_relation_filenode is current.
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()+" IN ACCESS SHARE MODE"); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
 		// pg_class as of the snapshot, against the storage in use now
 		// (pg_relation_filenode reads the current catalog).
 		var then, now *uint32
