@@ -30,7 +30,9 @@ import (
 // for a table already published). After the ALTER, the backfill waits for
 // the transactions in flight to end (postgres.DB.WaitInFlight): a chunk
 // snapshot then sees every transaction the publication may have missed,
-// and every later one is published.
+// and every later one is published. The wait runs in the session's backfill
+// worker, beside the stream (a transaction left open, a prepared one, would
+// otherwise hold the stream up).
 func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *manifest.Committer, log *slog.Logger) error {
 	m := mc.Current()
 	f := tableFinder{cfg: cfg, db: db, log: log}
@@ -71,7 +73,8 @@ func addNewTables(ctx context.Context, cfg config.Config, db *postgres.DB, mc *m
 		}
 		log.Info("new tables captured; they are backfilled while streaming", "tables", strings.Join(names, ","))
 	}
-	return f.Publish(ctx, unpublished)
+	slices.SortFunc(unpublished, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
+	return db.EnsurePublication(ctx, cfg.Replication.Publication, unpublished)
 }
 
 // tableFinder finds tables to capture that are not captured yet, and
@@ -144,6 +147,11 @@ func (f tableFinder) Publish(ctx context.Context, ids []cdc.TableID) error {
 	if err := f.db.EnsurePublication(ctx, f.cfg.Replication.Publication, ids); err != nil {
 		return err
 	}
+	return f.WaitInFlight(ctx)
+}
+
+// WaitInFlight waits for the transactions open now to end.
+func (f tableFinder) WaitInFlight(ctx context.Context) error {
 	return f.db.WaitInFlight(ctx, 100*time.Millisecond, func(xmin, until cdc.XID) {
 		f.log.Info("backfill waits for transactions older than the publication change to end", "xmin", uint64(xmin), "until", uint64(until))
 	})

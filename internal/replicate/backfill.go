@@ -42,6 +42,10 @@ type TableSource interface {
 	// Publish adds the tables to the publication and waits until the
 	// transactions older than that change have ended.
 	Publish(ctx context.Context, ids []cdc.TableID) error
+	// WaitInFlight waits until the transactions open when it is called
+	// have ended: before the first chunk of a table that may just have
+	// been published (docs/decisions.md, the publication's boundary).
+	WaitInFlight(ctx context.Context) error
 }
 
 // MarkerPrefix is the prefix of a backfill chunk's marker message.
@@ -340,6 +344,14 @@ func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
 		estimate = n // 0 (never analysed): asked again next session
 	}
 	s.log.Info("backfill started", "table", t.ID.String(), "after", job.after, "chunk_rows", limit, "generation", job.gen)
+	if job.after == nil && job.gen == "" && s.cfg.Tables != nil {
+		// A table start published before streaming (or a crash left for
+		// it to publish): the wait is here, beside the stream, so a
+		// transaction left open in the database delays this copy only.
+		if err := s.cfg.Tables.WaitInFlight(ctx); err != nil {
+			return err
+		}
+	}
 	after := job.after
 	keyIdx := make([]int, len(t.PrimaryKey))
 	for i, k := range t.PrimaryKey {
