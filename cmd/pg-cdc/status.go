@@ -112,6 +112,9 @@ func slotForecast(safeSize int64, rate float64, window time.Duration) string {
 func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Manifest) {
 	if !s.Exists {
 		fmt.Fprintf(out, "slot:      %s does not exist\n", name)
+		if m != nil {
+			fmt.Fprintf(out, "           WARNING: 'start' will refuse to run (exit 10); '%s' recovers\n", rebuildCommand)
+		}
 		return
 	}
 	state := "inactive"
@@ -120,8 +123,12 @@ func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Mani
 	}
 	fmt.Fprintf(out, "slot:      %s %s, confirmed %s, wal_status %s, retained WAL %s\n",
 		name, state, s.ConfirmedFlushLSN, s.WALStatus, humanBytes(s.RetainedBytes))
-	if m != nil && s.ConfirmedFlushLSN > m.EndLSN {
-		fmt.Fprintf(out, "           WARNING: the slot is confirmed past the manifest's end LSN %s; 'start' will refuse to run\n", m.EndLSN)
+	switch {
+	case m == nil:
+	case s.WALStatus == "lost":
+		fmt.Fprintf(out, "           WARNING: the slot is invalidated; 'start' will refuse to run (exit 10); '%s' recovers\n", rebuildCommand)
+	case s.ConfirmedFlushLSN > m.EndLSN:
+		fmt.Fprintf(out, "           WARNING: the slot is confirmed past the manifest's end LSN %s; 'start' will refuse to run (exit 11); '%s' recovers\n", m.EndLSN, rebuildCommand)
 	}
 }
 

@@ -219,6 +219,10 @@ func TestSlotAdvancedPastManifest(t *testing.T) {
 		t.Fatalf("start on an advanced slot exited %d, want 11 naming the slot and pg-cdc rebuild:\n%s", code, lines(withoutDebug(out), 10))
 	}
 
+	if out := e.mustRun("status"); !strings.Contains(out, "confirmed past the manifest's end LSN") || !strings.Contains(out, "'pg-cdc rebuild' recovers") {
+		t.Errorf("status does not point at rebuild for a slot ahead of the manifest:\n%s", out)
+	}
+
 	// A rebuild killed after its copy, before its switch: readers and the
 	// manifest are untouched, the new slot is ahead of the manifest (start
 	// exits 11 again), and the next rebuild starts over.
