@@ -11,9 +11,11 @@
 # writes and switches WAL segments until a checkpoint invalidates the slot
 # (pg_replication_slots.wal_status = 'lost'), then checks that 'pg-cdc
 # status' shows it and 'pg-cdc start' exits 10 with a hint. The sink stays
-# readable: 'pg-cdc dump' still works. There is no --url: the cluster's
-# settings are part of the test. --self-test is the same with a lighter
-# load.
+# readable: 'pg-cdc dump' still works. Then it recovers: 'pg-cdc rebuild'
+# while the load runs, 'pg-cdc start' streams under load from the new slot
+# for --stream-sec, and 'pg-cdc verify' must find the sink equal to the
+# source. There is no --url: the cluster's settings are part of the test.
+# --self-test is the same with a lighter load.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -85,7 +87,20 @@ pgcdc dump --table public.harness_accounts >"$WORK/dump.csv" 2>"$WORK/dump.log" 
   die "dump of the sink after exit 10 failed: $(tail -3 "$WORK/dump.log")"
 dumped=$(($(wc -l <"$WORK/dump.csv") - 1))
 
+# Recovery in place: rebuild while the load runs, stream, verify.
+load_start "$RATE"
+pgcdc rebuild >"$WORK/rebuild.log" 2>&1 || die "pg-cdc rebuild failed: $(tail -5 "$WORK/rebuild.log")"
+grep -q '^rebuilt: slot .* was invalidated' "$WORK/rebuild.log" || die "rebuild did not report the invalidated slot: $(tail -3 "$WORK/rebuild.log")"
+generation=$(sed -n 's/.* into generation \(g[0-9]*\) .*/\1/p' "$WORK/rebuild.log")
+log "rebuilt into generation $generation: $(grep '^rebuilt: ' "$WORK/rebuild.log" | sed 's/.*; took //')"
+pgcdc_start "$WORK/start-rebuilt.log"
+sleep "$STREAM_SEC"
+check_not_over_confirmed
+load_stop
+verify_sink
+
 echo "inject-slot-full: PASS: slot invalidated after $rounds WAL rounds (max_slot_wal_keep_size 4MB);" \
   "status shows wal_status lost; start exited 10 with '$(grep '^pg-cdc: ' "$WORK/start-lost.log" | cut -c9-90)…';" \
-  "manifest stayed at epoch $epoch; dump still reads $dumped accounts; wall time $((SECONDS - T0)) s"
+  "manifest stayed at epoch $epoch; dump still reads $dumped accounts;" \
+  "rebuild under load into $generation, then start: verify equal ($VERIFY_SOURCE_ROWS rows); wall time $((SECONDS - T0)) s"
 harness_done
