@@ -80,6 +80,11 @@ func TestBackfillNewTableUnderLoad(t *testing.T) {
 	e.waitFor("the backfill of public.late to complete", 30*time.Second, func() bool { return complete("public.late") })
 	e.exec(`UPDATE late SET note = 'last' WHERE id % 13 = 0`)
 	e.waitCaughtUp(60 * time.Second)
+	// verify: an independent reader compares the backfilled tables with the
+	// source under one snapshot while start runs.
+	if code, out := e.run("verify", "--table", "public.big", "--table", "public.late"); code != 0 {
+		t.Errorf("verify after the backfills exited %d:\n%s", code, out)
+	}
 	d.stop()
 	s.check()
 

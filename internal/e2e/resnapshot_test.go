@@ -60,6 +60,11 @@ func TestResnapshotUnderWrites(t *testing.T) {
 		t.Fatalf("writes: %v", writeErr)
 	}
 	e.waitCaughtUp(60 * time.Second)
+	// verify, an independent reader of the new generation against the
+	// source under one snapshot, while start runs.
+	if code, out := e.run("verify", "--table", "public.acct"); code != 0 {
+		t.Errorf("verify after the resnapshot exited %d:\n%s", code, out)
+	}
 	d.stop()
 	s.check()
 	versions, seen, building, problems := w.stop()
