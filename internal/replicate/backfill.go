@@ -330,10 +330,14 @@ func (s *Service) addTable(ctx context.Context, mt *manifest.Table) error {
 // its marker, wait until the loop has placed it. One chunk is in memory at a
 // time.
 func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
-	limit := s.cfg.ChunkRows
-	if limit <= 0 {
-		limit = DefaultChunkRows
+	maxRows := s.cfg.ChunkRows
+	if maxRows <= 0 {
+		maxRows = DefaultChunkRows
 	}
+	// The first chunk is small; later ones as many rows as chunkBytes holds
+	// at the size rows had so far, at most maxRows: wide rows (8 KB of
+	// text each) must not make a 50,000-row chunk 400 MB in memory.
+	limit := min(maxRows, firstChunkRows)
 	t := job.table
 	var estimate int64
 	if job.estimate {
@@ -360,8 +364,11 @@ func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
 	for n := 0; ; n++ {
 		c := &chunk{id: fmt.Sprintf("%s/%s/%d", s.bfRun, t.ID, n), table: t, limit: limit, estimate: estimate, gen: job.gen, placed: make(chan struct{})}
 		estimate = 0
+		var size int64
 		snap, _, err := s.cfg.Chunks.ReadChunk(ctx, t, after, limit, func(values []cdc.Datum) error {
-			c.rows = append(c.rows, copyRow(values))
+			row := copyRow(values)
+			c.rows = append(c.rows, row)
+			size += int64((&cdc.Change{Values: row}).Size())
 			return nil
 		})
 		if err != nil {
@@ -391,7 +398,24 @@ func (s *Service) backfillTable(ctx context.Context, job backfillJob) error {
 			return nil
 		}
 		after = c.lastKey
+		limit = nextChunkRows(maxRows, len(c.rows), size)
 	}
+}
+
+// firstChunkRows is the size of a table's first chunk in a session, and
+// chunkBytes what a chunk may hold in memory (about) after it.
+const (
+	firstChunkRows = 1000
+	chunkBytes     = 32 << 20
+)
+
+// nextChunkRows is how many rows the next chunk asks for: what chunkBytes
+// holds at the average size of the rows just read, between 1 and maxRows.
+func nextChunkRows(maxRows, rows int, size int64) int {
+	if rows == 0 || size <= 0 {
+		return maxRows
+	}
+	return int(max(1, min(int64(maxRows), chunkBytes*int64(rows)/size)))
 }
 
 // copyRow copies values out of the COPY parser's buffers into one block.

@@ -204,3 +204,22 @@ func TestResnapshotSwitch(t *testing.T) {
 		t.Errorf("%d files retired, want the old generation's delta of epoch 1", retired)
 	}
 }
+
+// TestNextChunkRows: chunks hold about chunkBytes, at most chunk_rows.
+func TestNextChunkRows(t *testing.T) {
+	for _, tc := range []struct {
+		max, rows int
+		size      int64
+		want      int
+	}{
+		{50_000, 1000, 1000 * 100, 50_000},   // narrow rows: chunk_rows
+		{50_000, 1000, 1000 * 8192, 4096},    // 8 KB rows: 32 MiB / 8 KiB
+		{50_000, 1000, 1000 * (64 << 20), 1}, // huge rows: one at a time
+		{50_000, 0, 0, 50_000},               // nothing read: no measure
+		{200, 200, 200 * 100, 200},           // small chunk_rows stays
+	} {
+		if got := nextChunkRows(tc.max, tc.rows, tc.size); got != tc.want {
+			t.Errorf("nextChunkRows(%d, %d, %d) = %d, want %d", tc.max, tc.rows, tc.size, got, tc.want)
+		}
+	}
+}
