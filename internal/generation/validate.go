@@ -56,9 +56,11 @@ type Check struct {
 //     compared in PostgreSQL's text form. Tables without a primary key are
 //     only counted.
 //
-// A mismatch is an error matching cdc.ErrDifferences that names the table,
-// the file or the key, and the column. scratch is a local directory for
-// the downloads, which are removed.
+// When the source reports the table rewritten since the snapshot, only the
+// first check is made (Check.Rewritten). A mismatch is an error matching
+// cdc.ErrDifferences that names the table, the file or the key, and the
+// column. scratch is a local directory for the downloads, which are
+// removed.
 func Validate(ctx context.Context, src Source, store blob.Store, t *cdc.Table, base *manifest.Base, snapshot string, samples int, scratch string) (Check, error) {
 	check := Check{Files: len(base.Files)}
 	schema, err := parquetfile.NewSchema(t)
