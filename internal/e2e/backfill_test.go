@@ -285,3 +285,28 @@ func TestBackfillResumesAfterKill(t *testing.T) {
 	t.Logf("killed after %d chunks (%d rows, last key %s); completed with %d chunks", at.Chunks, at.RowsCopied, at.LastKey[0], end.Chunks)
 	assertSinkEqualsSource(t, e, "public.r", "public.small")
 }
+
+// TestBackfillRefusesKeylessTable: a table without a primary key in a
+// watched schema cannot be backfilled (there is no key to place rows by):
+// start stops with exit 16, naming the table and the fix, before streaming.
+func TestBackfillRefusesKeylessTable(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.exec(`CREATE TABLE keyed (id int PRIMARY KEY)`)
+	e.exec(`INSERT INTO keyed VALUES (1)`)
+	e.mustRun("init")
+	e.exec(`CREATE TABLE nokey (v int)`)
+	e.exec(`ALTER TABLE nokey REPLICA IDENTITY FULL`)
+	d := e.start()
+	if code := d.wait(60 * time.Second); code != 16 {
+		t.Fatalf("start exited %d, want 16:\n%s", code, lines(withoutDebug(d.out.String()), 20))
+	}
+	out := d.out.String()
+	for _, want := range []string{"public.nokey has no primary key", "ADD PRIMARY KEY", "tables.exclude"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start output lacks %q:\n%s", want, lines(withoutDebug(out), 20))
+		}
+	}
+	if currentTable(e, "public.nokey") != nil {
+		t.Error("the refused table was recorded in the manifest")
+	}
+}
