@@ -92,17 +92,24 @@ func TestEveryManifestVersionHoldsWholeTransactions(t *testing.T) {
 	if len(versions) < 5 {
 		t.Fatalf("observed only %d manifest versions", len(versions))
 	}
-	// Rows per transaction in the final state: the reference for each version.
-	wantPerXID := rowsPerXID(t, e.sink, final)
-	if len(wantPerXID) != txns {
-		t.Fatalf("the final manifest holds %d transactions, want %d", len(wantPerXID), txns)
-	}
+	var ms []*manifest.Manifest
 	for _, data := range versions {
 		m, err := manifest.Decode(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for xid, n := range rowsPerXID(t, e.sink, m) {
+		ms = append(ms, m)
+	}
+	// Every file any version names is read once, by DuckDB; a version's
+	// rows per transaction are the sums over its files.
+	perFile := rowsPerXIDByFile(t, e.sink, append(ms, final))
+	// Rows per transaction in the final state: the reference for each version.
+	wantPerXID := rowsPerXID(e.sink, final, perFile)
+	if len(wantPerXID) != txns {
+		t.Fatalf("the final manifest holds %d transactions, want %d", len(wantPerXID), txns)
+	}
+	for _, m := range ms {
+		for xid, n := range rowsPerXID(e.sink, m, perFile) {
 			if n != wantPerXID[xid] {
 				t.Errorf("manifest epoch %d holds %d of the %d rows of transaction %d", m.Epoch, n, wantPerXID[xid], xid)
 			}
@@ -111,22 +118,57 @@ func TestEveryManifestVersionHoldsWholeTransactions(t *testing.T) {
 	assertSinkEqualsSource(t, e, "public.a", "public.b", "public.c")
 }
 
-// rowsPerXID counts the change rows of each transaction across tables a, b
-// and c in manifest m.
-func rowsPerXID(t *testing.T, root string, m *manifest.Manifest) map[int64]int64 {
+// atomicTables are the tables TestEveryManifestVersionHoldsWholeTransactions
+// writes.
+var atomicTables = []string{"public.a", "public.b", "public.c"}
+
+// rowsPerXIDByFile counts, with DuckDB, the change rows of each transaction
+// in every delta file of atomicTables that one of the manifests names.
+func rowsPerXIDByFile(t *testing.T, root string, ms []*manifest.Manifest) map[string]map[int64]int64 {
 	t.Helper()
-	var parts []string
-	for _, tbl := range []string{"public.a", "public.b", "public.c"} {
-		if f := deltaFiles(root, m, tbl); f != "" {
-			parts = append(parts, "SELECT __xid FROM read_parquet("+f+")")
+	paths := map[string]bool{}
+	for _, m := range ms {
+		for _, tbl := range atomicTables {
+			for _, d := range m.Tables[tbl].Deltas {
+				for _, f := range d.Files {
+					paths[filepath.Join(root, f.Path)] = true
+				}
+			}
 		}
 	}
-	out := map[int64]int64{}
-	if len(parts) == 0 {
+	out := map[string]map[int64]int64{}
+	if len(paths) == 0 {
 		return out
 	}
-	for _, r := range duck(t, "SELECT __xid, count(*) FROM ("+strings.Join(parts, " UNION ALL ")+") GROUP BY 1") {
-		out[asInt(t, r[0])] = asInt(t, r[1])
+	quoted := make([]string, 0, len(paths))
+	for p := range paths {
+		quoted = append(quoted, "'"+p+"'")
+	}
+	for _, r := range duck(t, "SELECT filename, __xid, count(*) FROM read_parquet(["+strings.Join(quoted, ", ")+"], filename = true) GROUP BY 1, 2") {
+		file := r[0].(string)
+		if out[file] == nil {
+			out[file] = map[int64]int64{}
+		}
+		out[file][asInt(t, r[1])] = asInt(t, r[2])
+	}
+	if len(out) != len(paths) {
+		t.Fatalf("DuckDB read %d of the %d delta files", len(out), len(paths))
+	}
+	return out
+}
+
+// rowsPerXID counts the change rows of each transaction across
+// atomicTables in manifest m, from the per-file counts.
+func rowsPerXID(root string, m *manifest.Manifest, perFile map[string]map[int64]int64) map[int64]int64 {
+	out := map[int64]int64{}
+	for _, tbl := range atomicTables {
+		for _, d := range m.Tables[tbl].Deltas {
+			for _, f := range d.Files {
+				for xid, n := range perFile[filepath.Join(root, f.Path)] {
+					out[xid] += n
+				}
+			}
+		}
 	}
 	return out
 }
