@@ -4,6 +4,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -22,7 +23,8 @@ import (
 // stallBeforeStripe in all, as with rows of large texts, where compression
 // is nearly all the work — a second encoder starts, writing row groups of
 // its own into the same file (parquet-go's concurrent row groups): rows are
-// read back by key and (__lsn, __seq), never by their place in a file.
+// read back by key and (__lsn, __seq), never by their place in a file. The
+// encoders share the row-group budget, so the memory stays that of one.
 const (
 	// A batch goes to the encoders at pipeRows rows or pipeBytes bytes of
 	// values, whichever comes first: large enough that the hand-over costs
@@ -54,6 +56,9 @@ type pipeline struct {
 	// Caller-side: the encoders started and the time Write waited for them.
 	stripes int
 	stalled time.Duration
+	// running is stripes, for the encoders: each keeps its row group within
+	// budget/running, so that a second encoder costs no memory.
+	running atomic.Int64
 
 	// commitMu serialises what touches the file itself: committing a row
 	// group, starting one, and Size.
@@ -131,6 +136,7 @@ func (w *Writer) addStripe() {
 	rg := w.pw.BeginRowGroup()
 	p.commitMu.Unlock()
 	p.stripes++
+	p.running.Add(1)
 	p.free <- &rowBatch{}
 	if p.stripes == 1 {
 		p.free <- &rowBatch{} // one queued while the other is encoded
@@ -160,13 +166,14 @@ func (w *Writer) encode(rg *parquet.ConcurrentRowGroupWriter) {
 	}
 }
 
-// writeBatch writes b's rows and commits the row group once it reaches the
-// budget (the check Write makes itself when the writer is not pipelined).
+// writeBatch writes b's rows and commits the row group once it reaches its
+// share of the budget (the check Write makes itself when the writer is not
+// pipelined).
 func (w *Writer) writeBatch(rg *parquet.ConcurrentRowGroupWriter, b *rowBatch) error {
 	if _, err := rg.WriteRows(b.rows); err != nil {
 		return wrapWrite(w, err)
 	}
-	if rg.Size() >= w.budget {
+	if rg.Size() >= w.budget/w.pipe.running.Load() {
 		if err := w.pipe.commit(rg); err != nil {
 			return wrapFlush(w, err)
 		}
