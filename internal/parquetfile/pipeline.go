@@ -8,16 +8,19 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
-// A pipelined writer converts rows on the caller's goroutine, as Write
-// always does, and hands them in batches to a goroutine of its own that
-// runs parquet-go's column writers and the page compression and writes the
-// output. Compression is most of a delta's CPU (zstd alone is about three
-// quarters of it for rows of 8 KiB texts), and the streaming loop that
-// calls Write also receives and decodes the next messages: with the
-// encoding on another goroutine, the two overlap on a second core instead
-// of taking turns.
+// A pipelined writer copies each row Write is given into a batch and hands
+// the batches to a goroutine of its own that converts the values, runs
+// parquet-go's column writers and the page compression, and writes the
+// output. Conversion and compression are most of a delta's CPU (zstd alone
+// is about three quarters of it for rows of 8 KiB texts), and the
+// streaming loop that calls Write also receives and decodes the next
+// messages, or replays a big transaction's spill file: with the encoding
+// on other goroutines, the two overlap on a second core instead of taking
+// turns.
 //
 // When the encoder cannot keep up — the caller waited for it for more than
 // stallBeforeStripe in all, as with rows of large texts, where compression
@@ -58,7 +61,8 @@ type pipeline struct {
 	stalled time.Duration
 	// running is stripes, for the encoders: each keeps its row group within
 	// budget/running, so that a second encoder costs no memory.
-	running atomic.Int64
+	running  atomic.Int64
+	encoders []*encoder // read by Adjusted once they have ended
 
 	// commitMu serialises what touches the file itself: committing a row
 	// group, starting one, and Size.
@@ -68,54 +72,68 @@ type pipeline struct {
 	err error // the first failure: every later batch is dropped
 }
 
-// rowBatch owns copies of its rows: Write's caller may reuse its buffers as
-// soon as Write returns, while the batch waits for the encoder.
+// rowBatch owns copies of its rows, unconverted: Write's caller may reuse
+// its buffers as soon as Write returns, while the batch waits for an
+// encoder.
 type rowBatch struct {
-	rows  []parquet.Row
-	vals  []parquet.Value
-	data  []byte
-	bytes int // value bytes, for the size check
+	rows   []rawRow
+	datums []cdc.Datum
+	data   []byte
+}
+
+type rawRow struct {
+	meta   cdc.RowMeta
+	values []cdc.Datum // Text in the batch's data
 }
 
 func (b *rowBatch) reset() {
-	clear(b.rows) // drop references to arrays the slabs outgrew
-	b.rows, b.vals, b.data, b.bytes = b.rows[:0], b.vals[:0], b.data[:0], 0
+	clear(b.rows)   // drop references to arrays the slabs outgrew
+	clear(b.datums) // and to the data
+	b.rows, b.datums, b.data = b.rows[:0], b.datums[:0], b.data[:0]
 	if cap(b.data) > 4*pipeBytes {
 		b.data = nil // a huge value must not stay allocated for the file's life
 	}
 }
 
-// add appends a copy of row, its byte arrays copied into the batch's slab.
-func (b *rowBatch) add(row parquet.Row) {
-	start := len(b.vals)
-	for _, v := range row {
-		k := v.Kind()
-		if (k == parquet.ByteArray || k == parquet.FixedLenByteArray) && !v.IsNull() && len(v.ByteArray()) > 0 {
+// add appends a copy of one row. A slab that grows leaves the rows already
+// added on its old array, which they keep alive until the batch is reset.
+func (b *rowBatch) add(meta cdc.RowMeta, values []cdc.Datum) {
+	start := len(b.datums)
+	for _, v := range values {
+		if v.Kind == cdc.DatumText {
 			s := len(b.data)
-			b.data = append(b.data, v.ByteArray()...)
-			data := b.data[s:len(b.data):len(b.data)]
-			b.bytes += len(data)
-			nv := parquet.ByteArrayValue(data)
-			if k == parquet.FixedLenByteArray {
-				nv = parquet.FixedLenByteArrayValue(data)
-			}
-			v = nv.Level(v.RepetitionLevel(), v.DefinitionLevel(), v.Column())
+			b.data = append(b.data, v.Text...)
+			v.Text = b.data[s:len(b.data):len(b.data)]
 		}
-		b.vals = append(b.vals, v)
+		b.datums = append(b.datums, v)
 	}
-	b.rows = append(b.rows, b.vals[start:len(b.vals):len(b.vals)])
+	b.rows = append(b.rows, rawRow{meta: meta, values: b.datums[start:len(b.datums):len(b.datums)]})
 }
 
-func (b *rowBatch) full() bool { return len(b.rows) >= pipeRows || b.bytes >= pipeBytes }
+func (b *rowBatch) full() bool { return len(b.rows) >= pipeRows || len(b.data) >= pipeBytes }
 
-// NewPipelinedWriter is NewWriter whose encoding and output run on
-// goroutines of the writer's own, overlapping with the caller's next Writes
-// (see pipeline). The writer's contract is NewWriter's, except that a
-// failure of the output or of parquet-go is returned by a later Write or
-// by Close rather than by the Write of the row that met it (the file is
-// unusable either way), and that rows are not in Write order in the file
-// once a second encoder runs. The goroutines end in Close or Abort, one of
-// which the owner must call.
+// encoder is one encoding goroutine's state: its row group and the reused
+// space it converts a batch into.
+type encoder struct {
+	rg       *parquet.ConcurrentRowGroupWriter
+	vals     []parquet.Value
+	rows     []parquet.Row
+	buf      []byte
+	adj      []adjusted
+	adjusted []int64 // per column: values a rule changed (Writer.Adjusted)
+}
+
+// NewPipelinedWriter is NewWriter whose conversion, encoding and output run
+// on goroutines of the writer's own, overlapping with the caller's next
+// Writes (see pipeline). The writer's contract is NewWriter's, except that:
+//   - a refused value (*ValueError) or a failure of the output is returned
+//     by a later Write or by Close rather than by the Write of its row, and
+//     the file is then unusable (the stream stops on either);
+//   - rows are not in Write order in the file once a second encoder runs;
+//   - Adjusted is complete once the writer is closed;
+//   - WriteRow is not available.
+//
+// The goroutines end in Close or Abort, one of which the owner must call.
 func NewPipelinedWriter(w io.Writer, s *Schema) *Writer {
 	pw := newWriter(w, s, maxStripes)
 	p := &pipeline{
@@ -133,8 +151,9 @@ func NewPipelinedWriter(w io.Writer, s *Schema) *Writer {
 func (w *Writer) addStripe() {
 	p := w.pipe
 	p.commitMu.Lock()
-	rg := w.pw.BeginRowGroup()
+	e := &encoder{rg: w.pw.BeginRowGroup()}
 	p.commitMu.Unlock()
+	p.encoders = append(p.encoders, e)
 	p.stripes++
 	p.running.Add(1)
 	p.free <- &rowBatch{}
@@ -142,17 +161,18 @@ func (w *Writer) addStripe() {
 		p.free <- &rowBatch{} // one queued while the other is encoded
 	}
 	p.wg.Add(1)
-	go w.encode(rg)
+	go w.encode(e)
 }
 
-// encode writes the batches Write hands over into rg until Close or Abort
-// closes the work channel, then commits what rg holds (unless aborted).
-func (w *Writer) encode(rg *parquet.ConcurrentRowGroupWriter) {
+// encode writes the batches Write hands over until Close or Abort closes
+// the work channel, then commits what its row group holds (unless
+// aborted).
+func (w *Writer) encode(e *encoder) {
 	p := w.pipe
 	defer p.wg.Done()
 	for b := range p.work {
 		if p.failure() == nil {
-			if err := w.writeBatch(rg, b); err != nil {
+			if err := w.writeBatch(e, b); err != nil {
 				p.fail(err)
 			}
 		}
@@ -160,21 +180,43 @@ func (w *Writer) encode(rg *parquet.ConcurrentRowGroupWriter) {
 		p.free <- b
 	}
 	if p.failure() == nil {
-		if err := p.commit(rg); err != nil {
+		if err := p.commit(e.rg); err != nil {
 			p.fail(wrapFlush(w, err))
 		}
 	}
 }
 
-// writeBatch writes b's rows and commits the row group once it reaches its
-// share of the budget (the check Write makes itself when the writer is not
-// pipelined).
-func (w *Writer) writeBatch(rg *parquet.ConcurrentRowGroupWriter, b *rowBatch) error {
-	if _, err := rg.WriteRows(b.rows); err != nil {
+// writeBatch converts b's rows, writes them and commits the row group once
+// it reaches its share of the budget (the check Write makes itself when
+// the writer is not pipelined).
+func (w *Writer) writeBatch(e *encoder, b *rowBatch) error {
+	vals, rows, buf := e.vals[:0], e.rows[:0], e.buf[:0]
+	defer func() {
+		clear(rows) // the next batch's rows must not see this one's
+		e.vals, e.rows, e.buf = vals[:0], rows[:0], buf[:0]
+		if cap(buf) > maxKeptBuf {
+			e.buf = nil // one huge bytea must not stay allocated for the file's life
+		}
+	}()
+	for _, r := range b.rows {
+		start := len(vals)
+		var err error
+		// A slab that grows leaves the rows converted so far on its old
+		// array: they stay valid until WriteRows has copied them.
+		if vals, buf, err = w.convert(vals, buf, &e.adj, r.meta, r.values); err != nil {
+			return err
+		}
+		rows = append(rows, vals[start:len(vals):len(vals)])
+		if len(e.adj) > 0 {
+			w.countAdjusted(&e.adjusted, e.adj, r.values)
+			e.adj = e.adj[:0]
+		}
+	}
+	if _, err := e.rg.WriteRows(rows); err != nil {
 		return wrapWrite(w, err)
 	}
-	if rg.Size() >= w.budget/w.pipe.running.Load() {
-		if err := w.pipe.commit(rg); err != nil {
+	if e.rg.Size() >= w.budget/w.pipe.running.Load() {
+		if err := w.pipe.commit(e.rg); err != nil {
 			return wrapFlush(w, err)
 		}
 	}
@@ -188,11 +230,11 @@ func (p *pipeline) commit(rg *parquet.ConcurrentRowGroupWriter) error {
 	return err
 }
 
-// put queues a converted row for the encoders. It fails only with an
-// encoder's error, once there is one.
-func (w *Writer) put(row parquet.Row) error {
+// put queues a copy of a row for the encoders. It fails only with an
+// encoder's error, once there is one: a value refused, or the output.
+func (w *Writer) put(meta cdc.RowMeta, values []cdc.Datum) error {
 	p := w.pipe
-	p.cur.add(row)
+	p.cur.add(meta, values)
 	if !p.cur.full() {
 		return nil
 	}

@@ -276,3 +276,38 @@ func BenchmarkPipelinedWideRows(b *testing.B) {
 		})
 	}
 }
+
+// A value the encoder refuses fails a later Write or Close with the same
+// *ValueError the plain writer returns, and the file is then unusable.
+func TestPipelinedWriterRefusedValue(t *testing.T) {
+	s, err := NewSchema(benchTable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewPipelinedWriter(&bytes.Buffer{}, s)
+	var rows benchRows
+	var werr error
+	for i := int64(0); i < 2*pipeRows && werr == nil; i++ {
+		values := rows.fill(i)
+		if i == 3 {
+			values[0] = cdc.Datum{Kind: cdc.DatumText, Text: []byte("not-a-number")}
+		}
+		werr = w.Write(cdc.RowMeta{Op: cdc.OpInsert, Seq: i}, values)
+	}
+	cerr := w.Close()
+	for _, err := range []error{werr, cerr} {
+		if err == nil {
+			continue
+		}
+		var ve *ValueError
+		if !errors.As(err, &ve) || !errors.Is(err, cdc.ErrData) || !strings.Contains(err.Error(), `"id"`) {
+			t.Errorf("error %v, want a *ValueError naming column id", err)
+		}
+	}
+	if cerr == nil {
+		t.Fatal("Close succeeded after a refused value")
+	}
+	if err := w.WriteRow(nil); err == nil {
+		t.Error("WriteRow on a pipelined writer succeeded")
+	}
+}

@@ -1,6 +1,8 @@
 package parquetfile
 
 import (
+	"fmt"
+
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -57,12 +59,7 @@ func (w *Writer) WriteRow(row parquet.Row) error {
 		return w.err
 	}
 	if w.pipe != nil {
-		if err := w.put(row); err != nil {
-			w.err = err
-			return w.err
-		}
-		w.rows++
-		return nil
+		return fmt.Errorf("write row of %s: a pipelined writer takes rows through Write only", w.schema.table)
 	}
 	w.batch[0] = row
 	_, err := w.pw.WriteRows(w.batch[:])

@@ -114,18 +114,17 @@ type adjusted struct {
 	rule Rule
 }
 
-// countAdjusted counts and reports the rules applied to the row just
-// written; values are still the caller's.
-func (w *Writer) countAdjusted(values []cdc.Datum) {
-	if w.adjusted == nil {
-		w.adjusted = make([]int64, len(w.schema.cols))
+// countAdjusted adds the rules applied to the row just written (adj) to
+// counts, per column, and reports them; values are still the caller's.
+func (w *Writer) countAdjusted(counts *[]int64, adj []adjusted, values []cdc.Datum) {
+	if *counts == nil {
+		*counts = make([]int64, len(w.schema.cols))
 	}
-	for _, a := range w.adj {
-		w.adjusted[a.col]++
+	for _, a := range adj {
+		(*counts)[a.col]++
 		c := &w.schema.cols[a.col]
 		w.schema.report(c, a.rule, func() string { return w.keyText(values) }, values[a.col].Text)
 	}
-	w.adj = w.adj[:0]
 }
 
 // keyText renders the row's primary key for a report.
@@ -150,15 +149,25 @@ func (w *Writer) keyText(values []cdc.Datum) string {
 }
 
 // Adjusted returns, per column name, how many values written so far a
-// documented rule changed; nil when none was.
+// documented rule changed; nil when none was. A pipelined writer counts
+// on its encoders: its figures are complete once it is closed.
 func (w *Writer) Adjusted() map[string]int64 {
 	var out map[string]int64
-	for i, n := range w.adjusted {
-		if n > 0 {
-			if out == nil {
-				out = map[string]int64{}
+	add := func(counts []int64) {
+		for i, n := range counts {
+			if n > 0 {
+				if out == nil {
+					out = map[string]int64{}
+				}
+				out[w.schema.cols[i].name] += n
 			}
-			out[w.schema.cols[i].name] = n
+		}
+	}
+	add(w.adjusted)
+	if w.pipe != nil && w.closed {
+		// The encoders counted the pipelined rows; they have ended.
+		for _, e := range w.pipe.encoders {
+			add(e.adjusted)
 		}
 	}
 	return out

@@ -41,8 +41,7 @@ type Writer struct {
 
 	row      parquet.Row
 	batch    [1]parquet.Row
-	buf      []byte // bytes converted values reference until the row is written
-	opByte   [1]byte
+	buf      []byte   // bytes converted values reference until the row is written
 	names    [][]byte // column names, for __unchanged
 	rows     int64
 	sinceChk int        // rows since the size was last measured
@@ -133,10 +132,72 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	if len(values) != len(w.schema.cols) && (meta.Op != cdc.OpTruncate || len(values) != 0) {
 		return fmt.Errorf("write row of %s: %d values for %d columns", w.schema.table, len(values), len(w.schema.cols))
 	}
+	if w.pipe != nil {
+		// Converted on an encoder (pipeline); a refused value fails a
+		// later Write or Close.
+		if err := w.put(meta, values); err != nil {
+			w.err = err
+			return w.err
+		}
+		w.rows++
+		return nil
+	}
 
-	w.opByte[0] = byte(meta.Op)
-	row := append(w.row[:0],
-		parquet.ByteArrayValue(w.opByte[:]).Level(0, 0, leafOp),
+	row, buf, err := w.convert(w.row[:0], w.buf[:0], &w.adj, meta, values)
+	if err != nil {
+		w.row, w.buf, w.adj = row[:0], buf[:0], w.adj[:0]
+		return err
+	}
+	// parquet-go copies the values into its column buffers here, which is
+	// what lets the caller reuse its Text buffers and us reuse buf.
+	w.batch[0] = row
+	_, err = w.pw.WriteRows(w.batch[:])
+	w.batch[0] = nil
+	w.row, w.buf = row[:0], buf[:0]
+	if cap(buf) > maxKeptBuf {
+		w.buf = nil // one huge bytea must not stay allocated for the file's life
+	}
+	if err != nil {
+		w.err = wrapWrite(w, err)
+		return w.err
+	}
+	w.rows++
+	if len(w.adj) > 0 {
+		w.countAdjusted(&w.adjusted, w.adj, values)
+		w.adj = w.adj[:0]
+	}
+	for i := range values {
+		w.pending += len(values[i].Text)
+	}
+	if w.sinceChk++; w.sinceChk >= sizeCheckRows || w.pending >= sizeCheckBytes {
+		w.sinceChk, w.pending = 0, 0
+		if w.pw.Size()-w.flushed >= w.budget {
+			return w.flush()
+		}
+	}
+	return nil
+}
+
+// opBytes are the __op values, shared read-only by every row.
+var opBytes = [...]byte{byte(cdc.OpInsert), byte(cdc.OpUpdate), byte(cdc.OpDelete), byte(cdc.OpTruncate)}
+
+func opByte(op cdc.Op) []byte {
+	for i := range opBytes {
+		if opBytes[i] == byte(op) {
+			return opBytes[i : i+1 : i+1]
+		}
+	}
+	return nil // Write refuses other ops before converting
+}
+
+// convert appends the leaf values of one row (op and values already
+// checked) to row, converting into buf, and the rules it applied to *adj.
+// The values reference buf, the caller's Text and read-only names; they
+// stay valid until row and buf are reused. An error leaves row and buf to
+// be reset by the caller.
+func (w *Writer) convert(row parquet.Row, buf []byte, adj *[]adjusted, meta cdc.RowMeta, values []cdc.Datum) (parquet.Row, []byte, error) {
+	row = append(row,
+		parquet.ByteArrayValue(opByte(meta.Op)).Level(0, 0, leafOp),
 		parquet.Int64Value(int64(meta.LSN)).Level(0, 0, leafLSN),
 		parquet.Int64Value(meta.Seq).Level(0, 0, leafSeq),
 		parquet.Int64Value(int64(meta.XID)).Level(0, 0, leafXID),
@@ -155,7 +216,6 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 		row = append(row, parquet.NullValue().Level(0, unchangedEmptyDef, leafUnchanged))
 	}
 
-	buf := w.buf[:0]
 	for i := range w.schema.cols {
 		leaf := firstDataLeaf + i
 		if i >= len(values) || values[i].Kind == cdc.DatumNull || values[i].Kind == cdc.DatumUnchanged {
@@ -164,8 +224,7 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 		}
 		c := &w.schema.cols[i]
 		if values[i].Kind != cdc.DatumText {
-			w.row, w.buf = row[:0], buf[:0]
-			return fmt.Errorf("write row of %s: column %q: unknown datum kind %d", w.schema.table, c.name, values[i].Kind)
+			return row, buf, fmt.Errorf("write row of %s: column %q: unknown datum kind %d", w.schema.table, c.name, values[i].Kind)
 		}
 		var (
 			v     parquet.Value
@@ -184,16 +243,14 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 		if err != nil {
 			ra, ok := err.(*ruleApplied)
 			if !ok {
-				w.row, w.buf, w.adj = row[:0], buf[:0], w.adj[:0]
-				return newValueError(w.schema.table, c, values[i].Text, err)
+				return row, buf, newValueError(w.schema.table, c, values[i].Text, err)
 			}
 			// A documented rule wrote the value (docs/types.md): counted,
 			// and reported once the row is written.
-			w.adj = append(w.adj, adjusted{col: i, rule: ra.rule})
+			*adj = append(*adj, adjusted{col: i, rule: ra.rule})
 			null = v.IsNull()
 		}
 		buf = grown
-		w.pending += len(values[i].Text)
 		switch {
 		case c.elem != nil:
 		case null:
@@ -202,43 +259,7 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 			row = append(row, v.Level(0, 1, leaf))
 		}
 	}
-
-	// parquet-go copies the values into its column buffers here (a
-	// pipeline into its batch), which is what lets the caller reuse its
-	// Text buffers and us reuse buf.
-	var err error
-	if w.pipe != nil {
-		err = w.put(row)
-	} else {
-		w.batch[0] = row
-		_, err = w.pw.WriteRows(w.batch[:])
-		w.batch[0] = nil
-		if err != nil {
-			err = wrapWrite(w, err)
-		}
-	}
-	w.row, w.buf = row[:0], buf[:0]
-	if cap(buf) > maxKeptBuf {
-		w.buf = nil // one huge bytea must not stay allocated for the file's life
-	}
-	if err != nil {
-		w.err = err
-		return w.err
-	}
-	w.rows++
-	if len(w.adj) > 0 {
-		w.countAdjusted(values)
-	}
-	if w.pipe != nil {
-		return nil // the encoder checks the size (writeBatch)
-	}
-	if w.sinceChk++; w.sinceChk >= sizeCheckRows || w.pending >= sizeCheckBytes {
-		w.sinceChk, w.pending = 0, 0
-		if w.pw.Size()-w.flushed >= w.budget {
-			return w.flush()
-		}
-	}
-	return nil
+	return row, buf, nil
 }
 
 func wrapWrite(w *Writer, err error) error {
