@@ -70,22 +70,11 @@ func runReconcile(ctx context.Context, cfg config.Config, out io.Writer, tables 
 	if err != nil {
 		return err
 	}
-	spec, err := sourceConn(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := postgres.Connect(ctx, spec)
+	db, err := connectUpstream(ctx, cfg, m)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ident, err := db.Identity(ctx)
-	if err != nil {
-		return err
-	}
-	if err := checkIdentity(m, ident); err != nil {
-		return err
-	}
 	r, err := requestReconcile(ctx, db, m, ids, force)
 	if err != nil {
 		return err

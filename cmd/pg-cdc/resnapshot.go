@@ -12,7 +12,6 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/postgres"
 	"github.com/pg-cdc/pg-cdc/internal/replicate"
 )
 
@@ -140,11 +139,7 @@ func runResnapshot(ctx context.Context, cfg config.Config, log *slog.Logger, out
 // notifyStream writes the message that makes a running start re-read the
 // manifest and take the request up.
 func notifyStream(ctx context.Context, cfg config.Config, key string) error {
-	spec, err := sourceConn(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := postgres.Connect(ctx, spec)
+	db, err := connectSource(ctx, cfg)
 	if err != nil {
 		return err
 	}

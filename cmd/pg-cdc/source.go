@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
 	"github.com/pg-cdc/pg-cdc/internal/postgres/rdsiam"
 )
@@ -28,4 +29,32 @@ func sourceConn(ctx context.Context, cfg config.Config) (postgres.ConnSpec, erro
 		spec.Password = tokens.Password
 	}
 	return spec, nil
+}
+
+// connectSource opens the source database for a command.
+func connectSource(ctx context.Context, cfg config.Config) (*postgres.DB, error) {
+	spec, err := sourceConn(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return postgres.Connect(ctx, spec)
+}
+
+// connectUpstream opens the source database and checks that it is the one
+// m was built from (DESIGN §1): a command must not act on another database
+// that happens to answer at the same address.
+func connectUpstream(ctx context.Context, cfg config.Config, m *manifest.Manifest) (*postgres.DB, error) {
+	db, err := connectSource(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ident, err := db.Identity(ctx)
+	if err == nil {
+		err = checkIdentity(m, ident)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }

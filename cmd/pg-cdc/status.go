@@ -39,11 +39,7 @@ func newStatusCmd(configPath *string) *cobra.Command {
 				return err
 			}
 
-			spec, err := sourceConn(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			db, err := postgres.Connect(ctx, spec)
+			db, err := connectSource(ctx, cfg)
 			if err != nil {
 				return err
 			}

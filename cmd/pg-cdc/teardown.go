@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
 func newTeardownCmd(configPath *string) *cobra.Command {
@@ -23,11 +21,7 @@ func newTeardownCmd(configPath *string) *cobra.Command {
 				return usageError{fmt.Errorf("teardown drops slot %q and publication %q; WAL since the slot's position is released and cannot be streamed again: re-run with --yes", cfg.Replication.Slot, cfg.Replication.Publication)}
 			}
 			ctx := cmd.Context()
-			spec, err := sourceConn(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			db, err := postgres.Connect(ctx, spec)
+			db, err := connectSource(ctx, cfg)
 			if err != nil {
 				return err
 			}
