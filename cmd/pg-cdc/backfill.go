@@ -92,32 +92,9 @@ var _ replicate.TableSource = tableFinder{}
 // known is false. A table without a primary key is refused: a backfill
 // places rows by key.
 func (f tableFinder) NewTables(ctx context.Context, known func(cdc.TableID) bool) ([]*manifest.Table, error) {
-	include, err := f.cfg.IncludeIDs()
-	if err != nil {
-		return nil, usageError{err}
-	}
-	tables, err := f.db.DiscoverTables(ctx, f.cfg.Source.Postgres.Schemas, include, f.cfg.Tables.Exclude)
-	if err != nil {
+	fresh, err := capturedTables(ctx, f.db, f.cfg, func(id cdc.TableID) bool { return !known(id) }, f.log)
+	if err != nil || len(fresh) == 0 {
 		return nil, err
-	}
-	var fresh []*cdc.Table
-	for _, t := range tables {
-		if !known(t.ID) {
-			fresh = append(fresh, t)
-		}
-	}
-	if len(fresh) == 0 {
-		return nil, nil
-	}
-	if err := applyTypeOverrides(fresh, overridesFor(fresh, f.cfg.Types)); err != nil {
-		return nil, usageError{err}
-	}
-	warnings, err := postgres.CheckTables(fresh)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range warnings {
-		f.log.Warn(w)
 	}
 	var out []*manifest.Table
 	for _, t := range fresh {

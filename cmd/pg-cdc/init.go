@@ -86,26 +86,12 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		Publication: cfg.Replication.Publication, Slot: cfg.Replication.Slot}); err != nil {
 		return err
 	}
-	include, err := cfg.IncludeIDs()
-	if err != nil {
-		return usageError{err}
-	}
-	tables, err := db.DiscoverTables(ctx, cfg.Source.Postgres.Schemas, include, cfg.Tables.Exclude)
+	tables, err := capturedTables(ctx, db, cfg, nil, log)
 	if err != nil {
 		return err
 	}
 	if len(tables) == 0 {
 		return usageError{fmt.Errorf("no tables to capture in schemas %v (check tables.include and tables.exclude)", cfg.Source.Postgres.Schemas)}
-	}
-	if err := applyTypeOverrides(tables, cfg.Types); err != nil {
-		return usageError{err}
-	}
-	warnings, err := postgres.CheckTables(tables)
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
-		log.Warn(w)
 	}
 
 	ids := make([]cdc.TableID, len(tables))

@@ -333,23 +333,9 @@ func slotState(slot postgres.SlotInfo, m *manifest.Manifest) string {
 // is refused rather than dropped from the sink: removing a table's data is
 // not rebuild's decision.
 func rebuildTables(ctx context.Context, db *postgres.DB, cfg config.Config, m *manifest.Manifest, log *slog.Logger) ([]*rebuildTable, error) {
-	include, err := cfg.IncludeIDs()
-	if err != nil {
-		return nil, usageError{err}
-	}
-	found, err := db.DiscoverTables(ctx, cfg.Source.Postgres.Schemas, include, cfg.Tables.Exclude)
+	found, err := capturedTables(ctx, db, cfg, nil, log)
 	if err != nil {
 		return nil, err
-	}
-	if err := applyTypeOverrides(found, cfg.Types); err != nil {
-		return nil, usageError{err}
-	}
-	warnings, err := postgres.CheckTables(found)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range warnings {
-		log.Warn(w)
 	}
 	var tables []*rebuildTable
 	seen := map[string]bool{}
