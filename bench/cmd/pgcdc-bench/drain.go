@@ -65,7 +65,11 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 		pgcdc, compare      pgcdcRun
 		bare, bareBin, recv string
 	}
-	reps := make([]slots, h.o.reps)
+	n := h.o.reps
+	if w.reps > 0 {
+		n = w.reps
+	}
+	reps := make([]slots, n)
 	for i := range reps {
 		r, err := h.pgcdcConfig(db, fmt.Sprintf("%s_pgcdc_%d", db, i+1))
 		if err != nil {
@@ -74,6 +78,7 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 		if _, _, err := h.initPGCDC(r); err != nil {
 			return nil, fmt.Errorf("pg-cdc init: %w", err)
 		}
+		r.tables = w.tables
 		reps[i].pgcdc = r
 		if h.o.compare != "" {
 			c, err := h.pgcdcConfig(db, fmt.Sprintf("%s_compare_%d", db, i+1))
@@ -83,6 +88,7 @@ func (h *harness) drainWorkload(ctx context.Context, w workload) (*drainResult, 
 			if _, _, err := h.initPGCDC(c); err != nil {
 				return nil, fmt.Errorf("pg-cdc init: %w", err)
 			}
+			c.tables = w.tables
 			reps[i].compare = c
 		}
 		reps[i].bare = fmt.Sprintf("%s_bare_%d", db, i+1)
@@ -243,7 +249,7 @@ func (h *harness) drainPGCDC(ctx context.Context, bin string, r pgcdcRun, rows i
 			b, _ := os.ReadFile(filepath.Join(r.dir, "start.log"))
 			return drainRun{}, fmt.Errorf("pg-cdc exited early: %s", tail(string(b), 20))
 		}
-		if got, _ := deltaTotals(readManifest(r)); got >= int64(rows) {
+		if got, _ := deltaTotals(readManifest(r), r.tables...); got >= int64(rows) {
 			durableAt = time.Now()
 			break
 		}
@@ -257,6 +263,6 @@ func (h *harness) drainPGCDC(ctx context.Context, bin string, r pgcdcRun, rows i
 		return drainRun{}, err
 	}
 	u.Wall = durableAt.Sub(p.started)
-	got, bytes := deltaTotals(readManifest(r))
+	got, bytes := deltaTotals(readManifest(r), r.tables...)
 	return drainRun{consumer: consPGCDC, usage: u, rows: got, parquet: bytes}, nil
 }

@@ -5,9 +5,10 @@
 //
 // Measurements, in order:
 //
-//   - Backlog drain (W1–W4): for each repetition, pg-cdc is initialised and
-//     a bare-client slot (and slots for pg_recvlogical and for a bare client
-//     asking pgoutput for binary values, --pgoutput-binary) is created, all before
+//   - Backlog drain (W1–W4, and W6: pgbench's TPC-B-like mix, pgbench.go):
+//     for each repetition, pg-cdc is initialised and a bare-client slot
+//     (and slots for pg_recvlogical and for a bare client asking pgoutput
+//     for binary values, --pgoutput-binary) is created, all before
 //     the backlog is written with every consumer off, so every consumer
 //     decodes exactly the same WAL. A non-transactional logical message after
 //     the backlog marks its end. Then, in an order that rotates from one
@@ -65,6 +66,11 @@ type options struct {
 	// compaction.memory_budget_bytes (0: pg-cdc's default).
 	compactRows   int
 	compactMemory int64
+	// pgbenchScale, pgbenchTxns and pgbenchReps size W6: pgbench -i -s,
+	// the backlog's transactions over all clients, its repetitions.
+	pgbenchScale int
+	pgbenchTxns  int
+	pgbenchReps  int
 }
 
 func main() {
@@ -90,8 +96,11 @@ func main() {
 	flag.IntVar(&o.snapshotRows, "snapshot-rows", 2_000_000, "rows of the W5 snapshot table (--full: 10,000,000)")
 	flag.IntVar(&o.compactRows, "compact-rows", 1_000_000, "rows of the table pg-cdc compact folds (--full: 10,000,000)")
 	flag.Int64Var(&o.compactMemory, "compact-memory", 0, "compaction.memory_budget_bytes for pg-cdc compact (0: pg-cdc's default)")
+	flag.IntVar(&o.pgbenchScale, "pgbench-scale", 10, "pgbench -i scale of W6 (100,000 pgbench_accounts rows each)")
+	flag.IntVar(&o.pgbenchTxns, "pgbench-txns", 75_000, "TPC-B-like transactions of the W6 backlog, over its 4 clients (4 changes each)")
+	flag.IntVar(&o.pgbenchReps, "pgbench-reps", 3, "repetitions of W6 (at most --reps): its backlog takes the longest to write and drain")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w5,compact,lag (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag (default all)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -110,8 +119,8 @@ func main() {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 {
-		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100")
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4")
 		os.Exit(2)
 	}
 

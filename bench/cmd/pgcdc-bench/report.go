@@ -60,7 +60,13 @@ func (r *report) render(b *bytes.Buffer) {
 	if !r.finished.IsZero() {
 		p(" in %s", r.finished.Sub(r.started).Round(time.Second))
 	}
-	p(". Every figure is the median of %d repetitions with the range in parentheses (live lag: one run, percentiles over its transactions); ", o.reps)
+	p(". Every figure is the median of %d repetitions with the range in parentheses (live lag: one run, percentiles over its transactions", o.reps)
+	for _, d := range r.drains {
+		if n := d.reps(); n != o.reps {
+			p("; %s: %d repetitions", strings.ToUpper(d.w.key), n)
+		}
+	}
+	p("); ")
 	p("the consumers ran in an order that rotates from one repetition to the next. ")
 	p("`go run ./bench/cmd/pgcdc-bench --help` lists the knobs; `--full` uses the issue's 10M-row snapshot table.\n\n")
 
@@ -79,18 +85,22 @@ func (r *report) render(b *bytes.Buffer) {
 	r.renderSnapshot(p)
 	r.renderCompaction(p)
 	r.renderLag(p)
-	p("## Not yet measured\n\n")
-	p("- **pgbench TPC-B mix**: out of scope of this first harness.\n")
+	var missing []string
+	if !r.hasDrain("w6") {
+		missing = append(missing, "- **pgbench TPC-B mix (W6)**: not in this run (`--only w6` measures it; it needs pgbench).\n")
+	}
 	if r.compact == nil {
-		p("- **Compaction** rows/s and peak RSS (target ≤ 512 MB for 10M rows): not in this run (`--only compact` measures it).\n")
+		missing = append(missing, "- **Compaction** rows/s and peak RSS (target ≤ 512 MB for 10M rows): not in this run (`--only compact` measures it).\n")
 	}
 	if o.snapshotRows < 10_000_000 {
-		p("- **10M-row snapshot**: this run used %s rows to stay within about 15 minutes; `make bench BENCH_FLAGS=--full` runs the issue's 10M.\n", count(o.snapshotRows))
+		missing = append(missing, fmt.Sprintf("- **10M-row snapshot**: this run used %s rows to stay within about 15 minutes; `make bench BENCH_FLAGS=--full` runs the issue's 10M.\n", count(o.snapshotRows)))
 	}
 	if r.compact != nil && r.compact.rows < targetCompactRows {
-		p("- **10M-row compaction**: this run compacted %s rows; `make bench BENCH_FLAGS=--full` runs the issue's 10M.\n", count(r.compact.rows))
+		missing = append(missing, fmt.Sprintf("- **10M-row compaction**: this run compacted %s rows; `make bench BENCH_FLAGS=--full` runs the issue's 10M.\n", count(r.compact.rows)))
 	}
-	p("\n")
+	if len(missing) > 0 {
+		p("## Not yet measured\n\n%s\n", strings.Join(missing, ""))
+	}
 	r.renderProfile(p)
 	r.renderCompactProfile(p)
 	r.renderMethod(p)
@@ -106,6 +116,24 @@ func (r *report) renderMachine(p func(string, ...any)) {
 		recv = "`" + r.recvlogical + "`"
 	}
 	p("| pg_recvlogical | %s |\n\n", recv)
+}
+
+func (r *report) hasDrain(key string) bool {
+	for _, d := range r.drains {
+		if d.w.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// reps is the number of repetitions d ran.
+func (d *drainResult) reps() int {
+	n := 0
+	for _, run := range d.runs {
+		n = max(n, run.rep)
+	}
+	return n
 }
 
 // drainRatio is the per-repetition ratio pg-cdc rate ÷ other's rate (the
@@ -236,7 +264,11 @@ func (r *report) renderDrains(p func(string, ...any)) {
 	p("Each backlog was written with every consumer off, into slots created beforehand, so every consumer decodes the same WAL. ")
 	p("The bare client and pg_recvlogical stop at a logical message written right after the backlog; pg-cdc is timed from its start until the harness reads a manifest that lists every backlog row (then it gets SIGTERM). ")
 	p("pg-cdc runs with `flush.interval_sec: %d` and `replication.standby_interval_sec: %d` so the last flush does not wait out a long interval; everything else is its default (`flush.max_rows` 100,000, `flush.max_bytes` 128 MiB, `replication.memory_budget_bytes` 64 MiB). ", r.opts.flushSec, r.opts.flushSec)
-	p("Rates count the workload's rows over wall time from process start, connection included, for all consumers.\n\n")
+	p("Rates count the workload's rows over wall time from process start, connection included, for all consumers")
+	if r.hasDrain("w6") {
+		p("; a W6 row is one change: each pgbench transaction updates one row of pgbench_accounts, pgbench_tellers and pgbench_branches and inserts one into pgbench_history, so it is %d rows, and pg-cdc is done when the deltas of the four tables hold them all", tpcbChangesPerTxn)
+	}
+	p(".\n\n")
 	hasRecv := false
 	for _, d := range r.drains {
 		for _, run := range d.runs {
@@ -457,11 +489,16 @@ func (r *report) renderMethod(p func(string, ...any)) {
 	}
 	p("- The table: `(id bigint primary key, a int, b text, c timestamptz, d numeric(12,2), e jsonb)`; b is a 32-character md5 and e a three-key JSON object, except in W4, where b is %s of %s; pgoutput sends every such value whole.\n", bytesIEC(int64(r.opts.wideBytes)), wide)
 	p("- Backlogs are written server-side (DO blocks that COMMIT every %s rows), W2 updates rows loaded before the slots existed, W3 is a single INSERT … SELECT (PostgreSQL streams it to every consumer in chunks, since it exceeds logical_decoding_work_mem).\n", count(r.opts.txnRows))
+	if r.hasDrain("w6") {
+		p("- W6: `pgbench -i -s %d` (logged tables with their primary keys, filled and vacuumed before any slot exists; pg-cdc init snapshots them), then `pgbench -n -b tpcb-like -M prepared -t %d -c %d -j %d` with every consumer off; the harness checks that every transaction committed, in pgbench's report and in pgbench_history's row count. pgbench_history has no primary key: pg-cdc captures it insert-only, with a warning at init, which is all TPC-B does to it. An accounts update changes abalance only; pgoutput sends the whole new row (84-character filler included) under REPLICA IDENTITY DEFAULT, and no value is TOASTed.\n",
+			r.opts.pgbenchScale, r.opts.pgbenchTxns/pgbenchClients, pgbenchClients, pgbenchThreads)
+	}
 	p("- The bare client and the COPY clients set SO_RCVLOWAT to 64 KiB and read through a 256 KiB buffer (the best this protocol allows a client here); they confirm each transaction's end as they go.\n")
 	p("- pg_recvlogical gets the same plugin options as pg-cdc (`proto_version 2`, the publication, `messages`, `streaming`), `--endpos` at the marker, `-f /dev/null`, `-F 0`.\n")
 	p("- CPU time and peak RSS come from each child's rusage; CPU includes start-up and, for pg-cdc, the graceful stop.\n")
-	p("- Workload sizes: `--rows %d --txn-rows %d --wide-rows %d --wide-bytes %d --snapshot-rows %d --compact-rows %d --compact-memory %d --reps %d --lag-rate %d --lag-duration %s --flush-interval %d`.\n\n",
-		r.opts.rows, r.opts.txnRows, r.opts.wideRows, r.opts.wideBytes, r.opts.snapshotRows, r.opts.compactRows, r.opts.compactMemory, r.opts.reps, r.opts.lagRate, r.opts.lagDuration, r.opts.flushSec)
+	p("- Workload sizes: `--rows %d --txn-rows %d --wide-rows %d --wide-bytes %d --snapshot-rows %d --compact-rows %d --compact-memory %d --reps %d --lag-rate %d --lag-duration %s --flush-interval %d --pgbench-scale %d --pgbench-txns %d --pgbench-reps %d`.\n\n",
+		r.opts.rows, r.opts.txnRows, r.opts.wideRows, r.opts.wideBytes, r.opts.snapshotRows, r.opts.compactRows, r.opts.compactMemory, r.opts.reps, r.opts.lagRate, r.opts.lagDuration, r.opts.flushSec,
+		r.opts.pgbenchScale, r.opts.pgbenchTxns, r.opts.pgbenchReps)
 }
 
 // Formatters.

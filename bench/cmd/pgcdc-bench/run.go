@@ -298,6 +298,8 @@ func dropSlots(ctx context.Context, c *pgx.Conn, db string) error {
 // pgcdcRun is one pg-cdc configuration: its own slot, sink and state.
 type pgcdcRun struct {
 	dir, config, sink, slot string
+	// tables whose delta rows make the backlog (nil: the bench table).
+	tables []string
 }
 
 // pgcdcConfig writes a configuration for slot in database db. The flush and
@@ -355,19 +357,25 @@ func readManifest(r pgcdcRun) *manifest.Manifest {
 	return m
 }
 
-// deltaTotals sums the delta rows and bytes of the bench table.
-func deltaTotals(m *manifest.Manifest) (rows, bytes int64) {
+// deltaTotals sums the delta rows and bytes of tables (none: the bench
+// table).
+func deltaTotals(m *manifest.Manifest, tables ...string) (rows, bytes int64) {
 	if m == nil {
 		return 0, 0
 	}
-	t := m.Tables["public.bench"]
-	if t == nil {
-		return 0, 0
+	if len(tables) == 0 {
+		tables = []string{"public.bench"}
 	}
-	for _, d := range t.Deltas {
-		rows += d.Rows
-		for _, f := range d.Files {
-			bytes += f.Bytes
+	for _, name := range tables {
+		t := m.Tables[name]
+		if t == nil {
+			continue
+		}
+		for _, d := range t.Deltas {
+			rows += d.Rows
+			for _, f := range d.Files {
+				bytes += f.Bytes
+			}
 		}
 	}
 	return rows, bytes

@@ -119,6 +119,11 @@ func wideKind(o options) string {
 type workload struct {
 	key, title string
 	rows       int // change rows pg-cdc must make durable
+	// tables are the captured tables whose delta rows count (nil: the
+	// bench table).
+	tables []string
+	// reps overrides --reps (0: --reps).
+	reps int
 	// prepare runs before any slot exists (e.g. the rows W2 updates).
 	prepare func(ctx context.Context, c *pgx.Conn) error
 	// backlog writes the changes with every consumer off.
@@ -156,6 +161,7 @@ func workloads(o options) []workload {
 				return wideBatches(ctx, c, 1, o.wideRows, per, o.wideBytes, o.wideRandom)
 			},
 		},
+		pgbenchWorkload(o),
 	}
 }
 
