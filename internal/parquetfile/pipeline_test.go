@@ -17,6 +17,14 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
+// forcePipeline makes pipelined writers hand every row to encoders, however
+// small (wideRowBytes), for the rest of the test.
+func forcePipeline(t testing.TB) {
+	old := wideRowBytes
+	wideRowBytes = 0
+	t.Cleanup(func() { wideRowBytes = old })
+}
+
 // writeBoth writes the same rows through a plain and a pipelined writer
 // (row-group budget budget) and returns the two files' paths. rows calls
 // write for each row; its Datums may be reused between calls, as the
@@ -61,8 +69,8 @@ func writeBothTo(t *testing.T, table *cdc.Table, budget int64, out func(io.Write
 		}
 		if i == 0 {
 			plain = path
-		} else {
-			piped, stripes = path, w.pipe.stripes
+		} else if piped = path; w.pipe != nil {
+			stripes = w.pipe.stripes
 		}
 	}
 	return plain, piped, stripes
@@ -92,6 +100,7 @@ func sameRows(t *testing.T, table *cdc.Table, a, b string) {
 // the pipelined writer's file reads back as the plain writer's, whose values
 // TestDuckDBReadsValues checks one by one.
 func TestPipelinedWriterAllTypes(t *testing.T) {
+	forcePipeline(t)
 	table := allTypes()
 	plain, piped := writeBoth(t, table, DefaultRowGroupBytes, func(write func(cdc.RowMeta, []cdc.Datum)) {
 		for _, r := range allTypesRows() {
@@ -111,6 +120,7 @@ func TestPipelinedWriterAllTypes(t *testing.T) {
 // Many rows through reused buffers, across batches and row groups, with
 // large values that end a batch by size before it has its rows.
 func TestPipelinedWriterManyRows(t *testing.T) {
+	forcePipeline(t)
 	table := benchTable()
 	const n = 30_000
 	plain, piped := writeBoth(t, table, 256<<10, func(write func(cdc.RowMeta, []cdc.Datum)) {
@@ -140,6 +150,7 @@ func TestPipelinedWriterManyRows(t *testing.T) {
 
 // The output's failure reaches a later Write or Close, and the encoder ends.
 func TestPipelinedWriterOutputError(t *testing.T) {
+	forcePipeline(t)
 	s, err := NewSchema(benchTable())
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +179,7 @@ func TestPipelinedWriterOutputError(t *testing.T) {
 
 // Abort ends the encoder without a footer; the writer refuses rows after it.
 func TestPipelinedWriterAbort(t *testing.T) {
+	forcePipeline(t)
 	s, err := NewSchema(benchTable())
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +218,7 @@ func (s slowWriter) Write(p []byte) (int, error) {
 // Encoders that hold the caller back get a second one, writing row groups
 // of its own into the same file: the file still holds exactly the rows.
 func TestPipelinedWriterSecondEncoder(t *testing.T) {
+	forcePipeline(t)
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("a second encoder starts only with two or more Ps")
 	}
@@ -255,6 +268,7 @@ func BenchmarkPipelinedWideRows(b *testing.B) {
 		b.Run(fmt.Sprintf("encoders=%d", limit), func(b *testing.B) {
 			stripeLimit = limit
 			defer func() { stripeLimit = maxStripes }()
+			forcePipeline(b)
 			var ru0, ru1 syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			w := NewPipelinedWriter(&countingWriter{}, s)
@@ -280,6 +294,7 @@ func BenchmarkPipelinedWideRows(b *testing.B) {
 // A value the encoder refuses fails a later Write or Close with the same
 // *ValueError the plain writer returns, and the file is then unusable.
 func TestPipelinedWriterRefusedValue(t *testing.T) {
+	forcePipeline(t)
 	s, err := NewSchema(benchTable())
 	if err != nil {
 		t.Fatal(err)
@@ -309,5 +324,36 @@ func TestPipelinedWriterRefusedValue(t *testing.T) {
 	}
 	if err := w.WriteRow(nil); err == nil {
 		t.Error("WriteRow on a pipelined writer succeeded")
+	}
+}
+
+// A pipelined writer encodes small rows on the caller, as the plain writer
+// does, and hands the rest of the file to encoders once its rows average
+// wideRowBytes: the file holds every row either way.
+func TestPipelinedWriterStartsOnWideRows(t *testing.T) {
+	table := benchTable()
+	wide := bytes.Repeat([]byte("wide row text "), 200) // 2.8 KiB
+	for _, tc := range []struct {
+		name    string
+		wideAt  int64 // first row with a wide note; -1: none
+		stripes int
+	}{{"small rows", -1, 0}, {"wide rows after small ones", 700, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, piped, stripes := writeBothTo(t, table, DefaultRowGroupBytes, func(w io.Writer) io.Writer { return w },
+				func(write func(cdc.RowMeta, []cdc.Datum)) {
+					var rows benchRows
+					for i := int64(0); i < 3000; i++ {
+						values := rows.fill(i)
+						if tc.wideAt >= 0 && i >= tc.wideAt {
+							values[7].Text = wide
+						}
+						write(cdc.RowMeta{Op: cdc.OpInsert, LSN: cdc.LSN(i), Seq: i}, values)
+					}
+				})
+			if stripes != tc.stripes {
+				t.Errorf("encoders: %d, want %d", stripes, tc.stripes)
+			}
+			sameRows(t, table, plain, piped)
+		})
 	}
 }

@@ -58,7 +58,7 @@ func (w *Writer) WriteRow(row parquet.Row) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.pipe != nil {
+	if w.probe {
 		return fmt.Errorf("write row of %s: a pipelined writer takes rows through Write only", w.schema.table)
 	}
 	w.batch[0] = row
@@ -83,9 +83,10 @@ func (w *Writer) WriteRow(row parquet.Row) error {
 // group's compressed size: roughly what the file would hold if closed now.
 func (w *Writer) Size() int64 {
 	if w.pipe != nil {
-		// The encoder owns pw; rows still in a batch are not counted.
-		w.pipe.mu.Lock()
-		defer w.pipe.mu.Unlock()
+		// The encoders commit row groups; rows still in a batch or in an
+		// encoder's row group are not counted.
+		w.pipe.commitMu.Lock()
+		defer w.pipe.commitMu.Unlock()
 	}
 	return w.pw.Size()
 }

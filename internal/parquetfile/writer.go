@@ -51,7 +51,12 @@ type Writer struct {
 	adjusted []int64    // per table column: values a rule changed
 	err      error      // sticky: the file is unusable after a write failure
 	closed   bool
-	pipe     *pipeline // nil unless NewPipelinedWriter: pw then belongs to its encoder
+	pipe     *pipeline // nil unless pipelining (NewPipelinedWriter): pw then belongs to its encoders
+	// probe: a pipelined writer still encoding on the caller, measuring
+	// its rows (probeWide).
+	probe      bool
+	probeRows  int
+	probeBytes int
 }
 
 // NewWriter returns a writer of rows of s's table to w. Close writes the
@@ -172,8 +177,13 @@ func (w *Writer) Write(meta cdc.RowMeta, values []cdc.Datum) error {
 	if w.sinceChk++; w.sinceChk >= sizeCheckRows || w.pending >= sizeCheckBytes {
 		w.sinceChk, w.pending = 0, 0
 		if w.pw.Size()-w.flushed >= w.budget {
-			return w.flush()
+			if err := w.flush(); err != nil {
+				return err
+			}
 		}
+	}
+	if w.probe {
+		return w.probeWide(values)
 	}
 	return nil
 }
