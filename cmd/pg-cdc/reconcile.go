@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,7 +76,7 @@ func runReconcile(ctx context.Context, cfg config.Config, out io.Writer, tables 
 		return err
 	}
 	defer db.Close()
-	r, err := requestReconcile(ctx, db, m, ids, force)
+	r, err := requestReconcile(ctx, db, m, ids, force, nil)
 	if err != nil {
 		return err
 	}
@@ -143,8 +144,11 @@ type reconcileResult struct {
 // that differ from their newest schema version (all, with force). A table
 // that no longer exists, or exists under another OID, is reported and
 // left out: the stream stops at its next change, which a request cannot
-// avert.
-func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest, ids []cdc.TableID, force bool) (reconcileResult, error) {
+// avert. sent, when not nil, remembers the shape last requested per table
+// and leaves out a table whose shape was requested already: the stream
+// records it when it gets there (a manifest read behind a backlog still
+// differs), or has refused it, and asking again would change neither.
+func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest, ids []cdc.TableID, force bool, sent map[string]string) (reconcileResult, error) {
 	if len(ids) == 0 {
 		for _, mt := range m.Tables {
 			ids = append(ids, mt.ID())
@@ -169,6 +173,8 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 					r.lines = append(r.lines, fmt.Sprintf("%s: re-created (OID %d, the manifest has %d): a new table; rebuild or resnapshot it", s.ID, s.OID, mt.OID))
 				case replicate.SameShape(recorded, shape) && !force:
 					r.lines = append(r.lines, fmt.Sprintf("%s: unchanged (schema version %d)", s.ID, mt.SchemaVersion))
+				case sent != nil && sent[s.ID.String()] == shapeKey(shape):
+					r.lines = append(r.lines, fmt.Sprintf("%s: requested before", s.ID))
 				default:
 					r.sent = append(r.sent, shape)
 					r.lines = append(r.lines, fmt.Sprintf("%s: columns %s → %s", s.ID, columnList(recorded.Columns), columnList(s.Columns)))
@@ -184,7 +190,22 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 		return reconcileResult{}, err
 	}
 	r.emitted, r.lsn = emitted, lsn
+	if sent != nil && emitted {
+		for _, shape := range r.sent {
+			sent[cdc.TableID{Schema: shape.Schema, Name: shape.Name}.String()] = shapeKey(shape)
+		}
+	}
 	return r, nil
+}
+
+// shapeKey identifies a table's shape (its columns as the catalog
+// describes them), to tell whether it was requested before.
+func shapeKey(shape replicate.ReconcileTable) string {
+	b, err := json.Marshal(shape)
+	if err != nil {
+		return "" // never equal to a recorded key: requested again
+	}
+	return string(b)
 }
 
 // columnList names columns with their types, for the operator.
@@ -204,6 +225,7 @@ func columnList(cols []cdc.Column) string {
 func runReconciler(ctx context.Context, spec postgres.ConnSpec, interval time.Duration, current func() *manifest.Manifest, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	sent := map[string]string{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -211,7 +233,7 @@ func runReconciler(ctx context.Context, spec postgres.ConnSpec, interval time.Du
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
-		r, err := reconcileRound(rctx, spec, current())
+		r, err := reconcileRound(rctx, spec, current(), sent)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -224,16 +246,18 @@ func runReconciler(ctx context.Context, spec postgres.ConnSpec, interval time.Du
 				tables[i] = s.Schema + "." + s.Name
 			}
 			log.Info("reconcile: requested", "lsn", r.lsn, "tables", strings.Join(tables, ","))
+		default:
+			log.Debug("reconcile: nothing to request")
 		}
 	}
 }
 
 // reconcileRound is one background round on a connection of its own.
-func reconcileRound(ctx context.Context, spec postgres.ConnSpec, m *manifest.Manifest) (reconcileResult, error) {
+func reconcileRound(ctx context.Context, spec postgres.ConnSpec, m *manifest.Manifest, sent map[string]string) (reconcileResult, error) {
 	db, err := postgres.Connect(ctx, spec)
 	if err != nil {
 		return reconcileResult{}, err
 	}
 	defer db.Close()
-	return requestReconcile(ctx, db, m, nil, false)
+	return requestReconcile(ctx, db, m, nil, false, sent)
 }

@@ -346,5 +346,24 @@ func TestReconcile(t *testing.T) {
 	e.exec(`UPDATE quiet SET label = 'renamed' WHERE id <= 5`)
 	e.waitCaughtUp(60 * time.Second)
 	assertSinkEqualsSource(t, e, "public.quiet")
+	d.stop()
+
+	// A change the stream does not follow is requested once, refused with
+	// a log line, and not requested again every round.
+	d = e.start("PGCDC_SCHEMA_RECONCILE_INTERVAL_SEC=1", "PGCDC_LOG_LEVEL=debug")
+	defer d.stop()
+	e.exec(`ALTER TABLE quiet ALTER COLUMN label TYPE int USING length(label)`)
+	e.waitFor("the refusal to be logged", 30*time.Second, func() bool {
+		return strings.Contains(d.out.String(), "reconcile: a schema change this version does not follow")
+	})
+	rounds := func() int { return strings.Count(d.out.String(), "reconcile: nothing to request") }
+	after := rounds()
+	e.waitFor("three more reconcile rounds", 30*time.Second, func() bool { return rounds() >= after+3 })
+	if n := strings.Count(d.out.String(), "msg=\"reconcile: requested\""); n != 1 {
+		t.Errorf("the unsupported change was requested %d times, want once:\n%s", n, lines(withoutDebug(d.out.String()), 20))
+	}
+	if e.manifest().Tables["public.quiet"].SchemaVersion != 3 {
+		t.Errorf("an unsupported change was recorded")
+	}
 	s.check()
 }
