@@ -70,14 +70,22 @@ func TestKillInitMidSnapshot(t *testing.T) {
 	copied := time.Since(started)
 	d.kill()
 	killed := e.manifest()
+	// The third table's copy began when a worker finished the first or the
+	// second: that one is complete. The other is too unless a loaded
+	// machine slowed it past half of the third; either way the rerun must
+	// copy none of the complete ones again, which is what is checked below.
+	firstTwo := 0
 	for i, name := range resumeTables {
 		st := killed.Tables[name].Snapshot
 		switch {
-		case i < 2 && (st.State != manifest.SnapshotComplete || killed.Tables[name].Base == nil):
-			t.Fatalf("%s was copied before %s began but is %q in the manifest after the kill", name, resumeTables[2], st.State)
+		case i < 2 && st.State == manifest.SnapshotComplete && killed.Tables[name].Base != nil:
+			firstTwo++
 		case i >= 2 && i != 3 && st.State != manifest.SnapshotPending:
 			t.Fatalf("%s is %q after the kill, want pending", name, st.State)
 		}
+	}
+	if firstTwo == 0 {
+		t.Fatalf("neither %s nor %s is complete in the manifest after the kill, though %s was half copied", resumeTables[0], resumeTables[1], resumeTables[2])
 	}
 	finished := completeTables(killed)
 	before := baseFiles(t, e, killed, finished)
