@@ -239,7 +239,16 @@ func TestPausedWriterIsSuperseded(t *testing.T) {
 		return err == nil && !active
 	})
 	b := e.start()
-	e.waitProgress(stoppedAt.EndLSN, 60*time.Second)
+	// The second streamer's own write, not just any progress: the resumed
+	// writer must find a manifest another writer has moved on.
+	e.waitFor("the second streamer's first manifest write", 60*time.Second, func() bool {
+		data, err := e.manifestBytes()
+		if err != nil {
+			return false
+		}
+		m, err := manifest.Decode(data)
+		return err == nil && m.Writer != "" && m.Writer != stoppedAt.Writer && m.EndLSN > stoppedAt.EndLSN
+	})
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

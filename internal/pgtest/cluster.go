@@ -195,6 +195,11 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 	}
 	// A port picked by freePort can be taken by another process (another
 	// test binary) before the postmaster binds it; pick again a few times.
+	// After Kill, backends that were not in the postmaster's process group
+	// hold its shared memory until they notice it died (milliseconds, more
+	// on a loaded machine); the new postmaster refuses to start beside
+	// them, so wait for them a while.
+	sharedMemoryDeadline := time.Now().Add(15 * time.Second)
 	for attempt := 1; ; attempt++ {
 		if err := c.writeConfig(); err != nil {
 			return err
@@ -204,6 +209,12 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 		if err == nil {
 			c.running = true
 			return nil
+		}
+		if strings.Contains(c.logTail(5), "pre-existing shared memory block") && time.Now().Before(sharedMemoryDeadline) && ctx.Err() == nil {
+			c.logf("pgtest: backends of the previous postmaster still hold its shared memory; starting again shortly")
+			time.Sleep(250 * time.Millisecond)
+			attempt--
+			continue
 		}
 		if !c.autoPort || attempt == 3 || !c.logMentionsBindFailure() || ctx.Err() != nil {
 			return fmt.Errorf("start PostgreSQL (log %s): %w\n%s", c.LogPath(), err, c.logTail(20))
