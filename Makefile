@@ -48,7 +48,7 @@ demo: postgres build
 	$(GO) run ./cmd/pg-cdc-demo --bin $(BIN)
 
 # Benchmarks (issue 3): a throwaway PostgreSQL, the workloads, pg-cdc
-# against the reference clients of bench/; writes BENCHMARKS.md in about ten
+# against the reference clients of bench/; writes BENCHMARKS.md in 10–20
 # minutes. BENCH_FLAGS=--full uses the 10M-row table for the snapshot and
 # compaction; see --help.
 BENCH_FLAGS ?=
