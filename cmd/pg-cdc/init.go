@@ -50,19 +50,11 @@ func runInit(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobr
 		return err
 	}
 
-	spec, err := sourceConn(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := postgres.Connect(ctx, spec)
+	spec, db, ident, err := openSource(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ident, err := db.Identity(ctx)
-	if err != nil {
-		return err
-	}
 
 	// A completed init is reported, never redone; an interrupted one is
 	// reported with what is left, which start completes.

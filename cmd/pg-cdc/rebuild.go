@@ -101,19 +101,11 @@ func runRebuild(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *c
 		return err
 	}
 
-	spec, err := sourceConn(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	db, err := postgres.Connect(ctx, spec)
+	spec, db, ident, err := openSource(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ident, err := db.Identity(ctx)
-	if err != nil {
-		return err
-	}
 	newUpstream := false
 	if err := checkIdentity(m, ident); err != nil {
 		if !acceptNewUpstream {

@@ -40,6 +40,26 @@ func connectSource(ctx context.Context, cfg config.Config) (*postgres.DB, error)
 	return postgres.Connect(ctx, spec)
 }
 
+// openSource opens the source database for a command that will also open a
+// replication connection (with spec) and judges the upstream itself (with
+// its identity): init and rebuild.
+func openSource(ctx context.Context, cfg config.Config) (postgres.ConnSpec, *postgres.DB, postgres.Identity, error) {
+	spec, err := sourceConn(ctx, cfg)
+	if err != nil {
+		return spec, nil, postgres.Identity{}, err
+	}
+	db, err := postgres.Connect(ctx, spec)
+	if err != nil {
+		return spec, nil, postgres.Identity{}, err
+	}
+	ident, err := db.Identity(ctx)
+	if err != nil {
+		db.Close()
+		return spec, nil, postgres.Identity{}, err
+	}
+	return spec, db, ident, nil
+}
+
 // connectUpstream opens the source database and checks that it is the one
 // m was built from (DESIGN §1): a command must not act on another database
 // that happens to answer at the same address.
