@@ -148,12 +148,14 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 			return nil // stopped while waiting: nothing is buffered, everything durable is confirmed
 		case <-time.After(wait):
 		}
-		if errors.Is(err, blob.ErrUnavailable) {
-			// A manifest write may have landed without this process
-			// learning it: start the next session from what is stored.
-			if rerr := committer.Resync(ctx); rerr != nil && !errors.Is(rerr, blob.ErrUnavailable) {
-				return rerr
-			}
+		// Start the next session from what is stored: a manifest write may
+		// have landed without this process learning it (a sink failure),
+		// or another writer may have taken the stream over while this one
+		// was cut off (paused, partitioned). Checked against a stale
+		// manifest, the slot such a writer moved on would read as "ahead"
+		// (exit 11) instead of the takeover it is (exit 13).
+		if rerr := committer.Resync(ctx); rerr != nil && !errors.Is(rerr, blob.ErrUnavailable) {
+			return rerr
 		}
 	}
 }
