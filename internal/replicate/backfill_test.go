@@ -124,19 +124,19 @@ func TestBackfillPlacement(t *testing.T) {
 // pruneAt: the changes it sees go, the ones it does not stay for placement.
 func TestPruneEarly(t *testing.T) {
 	tr := backfill.NewTracker()
-	s := &Service{bf: &backfills{}, trackers: map[cdc.TableID]*backfill.Tracker{{Schema: "public", Name: "items"}: tr}, pruneAt: 4}
+	s := &Service{bf: &backfills{h: newHandoff(), trackers: map[cdc.TableID]*backfill.Tracker{{Schema: "public", Name: "items"}: tr}, pruneAt: 4}}
 	for i := range 3 {
 		tr.Change(fmt.Sprint(i), cdc.XID(100+i), startLSN)
 	}
 	tr.Change("late", 700, startLSN)
 	s.pruneEarly() // no pending chunk: nothing to prune with
-	if tr.Len() != 4 || s.pruneAt <= 4 {
-		t.Fatalf("without a pending chunk: %d kept, next at %d", tr.Len(), s.pruneAt)
+	if tr.Len() != 4 || s.bf.pruneAt <= 4 {
+		t.Fatalf("without a pending chunk: %d kept, next at %d", tr.Len(), s.bf.pruneAt)
 	}
-	s.bf.pending = &chunk{snap: cdc.Snapshot{Xmin: 600, Xmax: 600}}
+	s.bf.h.park(&chunk{snap: cdc.Snapshot{Xmin: 600, Xmax: 600}})
 	s.pruneEarly()
-	if tr.Len() != 1 || s.pruneAt != pruneFloor {
-		t.Fatalf("with a pending chunk: %d kept (want the invisible one), next at %d", tr.Len(), s.pruneAt)
+	if tr.Len() != 1 || s.bf.pruneAt != pruneFloor {
+		t.Fatalf("with a pending chunk: %d kept (want the invisible one), next at %d", tr.Len(), s.bf.pruneAt)
 	}
 }
 

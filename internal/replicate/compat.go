@@ -13,8 +13,8 @@ import (
 // sink initialised by a version that stored arrays as text). Deltas must use
 // the types of the base and of every earlier delta, or readers that merge
 // them see a column change type between files.
-func (s *Service) checkRecordedTypes(t *cdc.Table, sc *parquetfile.Schema) error {
-	mt := s.committer.Manifest.Current().Tables[t.ID.String()]
+func (b *binder) checkRecordedTypes(t *cdc.Table, sc *parquetfile.Schema) error {
+	mt := b.manifest().Tables[t.ID.String()]
 	if mt == nil {
 		return nil
 	}

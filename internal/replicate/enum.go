@@ -23,8 +23,8 @@ type enumColumns struct {
 	known []map[string]bool
 }
 
-func (s *Service) enumsOf(t *cdc.Table) *enumColumns {
-	if ec, ok := s.enums[t]; ok {
+func (b *binder) enumsOf(t *cdc.Table) *enumColumns {
+	if ec, ok := b.enums[t]; ok {
 		return ec
 	}
 	var ec *enumColumns
@@ -41,30 +41,32 @@ func (s *Service) enumsOf(t *cdc.Table) *enumColumns {
 		}
 		ec.cols, ec.known = append(ec.cols, i), append(ec.known, known)
 	}
-	s.enums[t] = ec
+	b.enums[t] = ec
 	return ec
 }
 
-// checkEnumLabels refreshes a version's labels when c holds one it does not
-// list.
-func (s *Service) checkEnumLabels(ctx context.Context, e *flush.Epoch, c *cdc.Change) error {
-	ec := s.enumsOf(c.Table)
+// enumLabels returns the label updates to record when c holds a label its
+// table version does not list (refreshed from the catalog): nil almost
+// always.
+func (b *binder) enumLabels(ctx context.Context, c *cdc.Change) ([]flush.LabelUpdate, error) {
+	ec := b.enumsOf(c.Table)
 	if ec == nil {
-		return nil
+		return nil, nil
 	}
+	var updates []flush.LabelUpdate
 	for k, i := range ec.cols {
 		if i >= len(c.Values) || c.Values[i].Kind != cdc.DatumText || ec.known[k][string(c.Values[i].Text)] {
 			continue
 		}
 		value := string(c.Values[i].Text)
 		ec.known[k][value] = true
-		if s.catalog == nil {
+		if b.columns == nil {
 			continue
 		}
 		col := &c.Table.Columns[i]
-		described, err := s.catalog.DescribeColumns(ctx, c.Table.OID, []string{col.Name})
+		described, err := b.columns.DescribeColumns(ctx, c.Table.OID, []string{col.Name})
 		if err != nil {
-			return fmt.Errorf("table %s column %q: read the labels of its enum: %w", c.Table.ID, col.Name, err)
+			return nil, fmt.Errorf("table %s column %q: read the labels of its enum: %w", c.Table.ID, col.Name, err)
 		}
 		if len(described) != 1 || !slices.Contains(described[0].EnumLabels, value) || len(described[0].EnumLabels) <= len(col.EnumLabels) {
 			continue // changed again since; a later value refreshes it
@@ -73,8 +75,8 @@ func (s *Service) checkEnumLabels(ctx context.Context, e *flush.Epoch, c *cdc.Ch
 		for _, l := range col.EnumLabels {
 			ec.known[k][l] = true
 		}
-		e.UpdateEnumLabels(c.Table.ID, c.Table.SchemaVersion, col.FieldID, col.EnumLabels)
-		s.log.Info("enum labels refreshed", "table", c.Table.ID.String(), "column", col.Name, "labels", len(col.EnumLabels))
+		updates = append(updates, flush.LabelUpdate{Table: c.Table.ID, Version: c.Table.SchemaVersion, FieldID: col.FieldID, Labels: col.EnumLabels})
+		b.log.Info("enum labels refreshed", "table", c.Table.ID.String(), "column", col.Name, "labels", len(col.EnumLabels))
 	}
-	return nil
+	return updates, nil
 }

@@ -3,16 +3,18 @@ package replicate
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
-	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
 )
 
+// handle routes one message: keepalives to the positions, pgoutput
+// messages to the open transaction, the assembler, the binder or, for
+// pg-cdc's own control messages, to what they ask for.
 func (s *Service) handle(ctx context.Context, msg Message) error {
 	if msg.Keepalive {
 		s.serverEnd = max(s.serverEnd, msg.ServerWALEnd)
@@ -41,7 +43,11 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		s.received(meta)
 		s.cur = nil
 	case *pgoutput.Relation:
-		return s.bind(ctx, m)
+		nt, err := s.binder.relation(ctx, m, s.position())
+		if err != nil {
+			return err
+		}
+		s.recordVersions(nt)
 	case *pgoutput.Insert, *pgoutput.Update, *pgoutput.Delete, *pgoutput.Truncate:
 		return s.change(ctx, m)
 	case *pgoutput.StreamStart:
@@ -54,29 +60,16 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 		if err := s.asm.Abort(m.XID, m.SubXID); err != nil {
 			return fmt.Errorf("abort streamed transaction %d: %w", m.XID, err)
 		}
-		if m.SubXID == 0 || m.SubXID == m.XID {
-			delete(s.pendingVersions, m.XID)
-		}
+		s.binder.aborted(m.XID, m.SubXID)
 	case *pgoutput.LogicalMessage:
 		// A non-transactional message is sent when it is decoded, after
-		// every transaction that committed before it: its LSN is a safe idle
-		// position, like a keepalive's WAL end. Heartbeats and test
-		// markers use this to advance an idle slot without waiting for a
-		// keepalive.
+		// every transaction that committed before it: its LSN is a safe
+		// idle position, like a keepalive's WAL end. A transactional one
+		// belongs to its transaction (verify's watermark) and is nothing
+		// to act on.
 		if !m.Transactional && s.cur == nil {
 			s.serverEnd = max(s.serverEnd, m.LSN)
-			if m.Prefix == ReconcilePrefix {
-				return s.reconcile(ctx, m)
-			}
-			if m.Prefix == MarkerPrefix && s.bf != nil {
-				return s.placeChunk(ctx, m)
-			}
-			if m.Prefix == AddPrefix && s.bf != nil {
-				return s.placeAddition(ctx, m)
-			}
-			if m.Prefix == ResnapshotPrefix && s.bf != nil {
-				return s.resnapshotRequested(ctx)
-			}
+			return s.control(ctx, m)
 		}
 	default:
 		// Type and Origin messages carry nothing to capture.
@@ -84,34 +77,78 @@ func (s *Service) handle(ctx context.Context, msg Message) error {
 	return nil
 }
 
+// control acts on one of pg-cdc's own control messages at its position
+// (internal/control); any other message is a position only.
+func (s *Service) control(ctx context.Context, m *pgoutput.LogicalMessage) error {
+	msg, err := control.Decode(m.Prefix, m.Content)
+	if err != nil {
+		// Another version's format, or a corrupt write: acting on a guess
+		// could bind the wrong schema; the stream goes on as without it.
+		s.log.Warn("ignoring a control message this version cannot read", "lsn", m.LSN, "prefix", m.Prefix, "err", err)
+		return nil
+	}
+	switch msg := msg.(type) {
+	case control.Reconcile:
+		return s.reconcile(ctx, msg, m.LSN)
+	case control.Chunk:
+		return s.placeChunk(ctx, m.LSN, msg.ID)
+	case control.AddTable:
+		return s.placeAddition(ctx, m.LSN, msg.ID)
+	case control.Resnapshot:
+		return s.resnapshotRequested(ctx)
+	case control.Heartbeat, control.Watermark, nil:
+		// A position only.
+	}
+	return nil
+}
+
+// reconcile applies a reconcile request at its position. The message
+// counts as a transaction of the epoch, so the versions it records become
+// durable (and the waiting `pg-cdc reconcile` sees them) at the next flush
+// even on an idle source.
+func (s *Service) reconcile(ctx context.Context, req control.Reconcile, lsn cdc.LSN) error {
+	if lsn <= s.binder.replayEnd {
+		return nil // the manifest already holds what it recorded
+	}
+	if s.streamTop != 0 {
+		// pgoutput sends a non-transactional message when it decodes it,
+		// never inside a block of a streamed transaction; binding here would
+		// attach the version to that transaction.
+		return fmt.Errorf("protocol: reconcile message at %s inside a block of streamed transaction %d", lsn, s.streamTop)
+	}
+	versions, err := s.binder.reconcile(ctx, req, lsn)
+	if err != nil {
+		return err
+	}
+	s.recordVersions(versions...)
+	s.openEpoch().CommitTxn(cdc.TxnMeta{CommitLSN: lsn, EndLSN: lsn}, s.now())
+	return nil
+}
+
+// position says where the stream is, for the binder.
+func (s *Service) position() at {
+	replaying := s.receivedLSN < s.binder.replayEnd
+	if s.cur != nil {
+		replaying = s.cur.meta.CommitLSN <= s.binder.replayEnd
+	}
+	return at{streamTop: s.streamTop, replaying: replaying}
+}
+
+// recordVersions commits new schema versions with the open epoch's deltas.
+func (s *Service) recordVersions(versions ...*cdc.Table) {
+	for _, nt := range versions {
+		if nt != nil {
+			s.openEpoch().AddSchema(nt.ID, s.binder.manifestColumns(nt), nt.SchemaVersion)
+		}
+	}
+}
+
 func (s *Service) openEpoch() *flush.Epoch {
 	if s.epoch == nil {
 		next := s.committer.Manifest.Current().Epoch + 1
-		s.epoch = flush.NewEpoch(next, filepath.Join(s.cfg.StateDir, "spool"), s.schema)
+		s.epoch = flush.NewEpoch(next, filepath.Join(s.cfg.StateDir, "spool"), s.binder.schema)
 	}
 	return s.epoch
-}
-
-func (s *Service) schema(t *cdc.Table) (*parquetfile.Schema, error) {
-	key := versionKey{t.ID, t.SchemaVersion}
-	if sc, ok := s.schemas[key]; ok {
-		return sc, nil
-	}
-	sc, err := parquetfile.NewSchema(t)
-	if err != nil {
-		return nil, fmt.Errorf("table %s: parquet schema: %w", t.ID, err)
-	}
-	if err := s.checkRecordedTypes(t, sc); err != nil {
-		return nil, err
-	}
-	// A value a documented type rule changed lands and is counted in the
-	// delta's manifest entry; the first of each column is logged.
-	sc.SetReporter(func(a parquetfile.Adjustment) {
-		s.log.Warn("value written by a type rule", "table", a.Table.String(), "column", a.Column,
-			"rule", string(a.Rule), "key", a.Key, "value", a.Value, "detail", a.String())
-	})
-	s.schemas[key] = sc
-	return sc, nil
 }
 
 func (s *Service) extendXID(x uint32) cdc.XID {
@@ -120,157 +157,14 @@ func (s *Service) extendXID(x uint32) cdc.XID {
 	return xid
 }
 
-// bind checks a Relation message against the table's current schema
-// version and remembers which table the relation id means. A Relation that
-// adds, drops, renames or (readably) retypes columns makes the next schema
-// version (nextVersion), which the open epoch commits with its deltas: rows
-// from here on are written under it. One that describes an older version
-// inside a replayed transaction binds that version. Other changes (a type
-// change readers cannot cast, a dropped or renamed key column) and a table
-// that is not captured, or was re-created, are hard errors: writing rows
-// under the wrong columns would corrupt the table silently.
-func (s *Service) bind(ctx context.Context, r *pgoutput.Relation) error {
-	id := cdc.TableID{Schema: r.Namespace, Name: r.Name}
-	t := s.byName[id.String()]
-	if t == nil {
-		return &cdc.Error{
-			Class: cdc.ErrSchemaChanged,
-			Msg:   fmt.Sprintf("table %s is published but not captured (it is not in the manifest)", id),
-			Hint:  "to capture it, add it to the configuration (tables.include, or a schema of source.postgres.schemas): start records and backfills it; otherwise remove it from the publication",
-		}
-	}
-	if r.RelID != t.OID {
-		return &cdc.Error{
-			Class: cdc.ErrSchemaChanged,
-			Msg:   fmt.Sprintf("table %s has OID %d, the manifest has %d (the table was dropped and re-created)", id, r.RelID, t.OID),
-			Hint:  "a re-created table is a new table; rebuild the capture with teardown and init",
-		}
-	}
-	if d, err := diffRelation(t, r); err == nil && d.same() {
-		s.byRel[r.RelID] = newBinding(t)
-		return nil
-	}
-	if old := s.replayedVersion(id, r); old != nil {
-		// A transaction the manifest already holds, replayed with the
-		// schema it was written under: not a change.
-		s.byRel[r.RelID] = newBinding(old)
-		return nil
-	}
-	nt, change, err := s.nextVersion(ctx, s.catalog, t, r)
-	var u unsupported
-	if errors.As(err, &u) {
-		return unsupportedChange(id, err)
-	}
-	if err != nil {
-		return fmt.Errorf("table %s: schema change: %w", id, err)
-	}
-	return s.adopt(t, nt, change, "relation")
-}
-
-// adopt makes nt, the schema version that follows t, the table's current
-// one: committed with the open epoch's deltas (or, inside a streamed
-// transaction, at its commit), and bound to the relation id. source says
-// what announced it, for the log.
-func (s *Service) adopt(t, nt *cdc.Table, change, source string) error {
-	if _, err := s.schema(nt); err != nil {
-		return err
-	}
-	if s.streamTop != 0 {
-		// Inside a streamed transaction that has not committed: the
-		// catalog, read from another session, cannot see its DDL yet, so
-		// an added column's value for earlier rows is unknown. The version
-		// is recorded, its added columns described again, at the commit.
-		s.pendingVersions[s.streamTop] = append(s.pendingVersions[s.streamTop], pendingVersion{table: nt, prevMaxField: maxFieldID(t)})
-	} else {
-		s.openEpoch().AddSchema(nt.ID, s.manifestColumns(nt), nt.SchemaVersion)
-	}
-	s.byName[nt.ID.String()] = nt
-	s.log.Info("schema change: new schema version", "table", nt.ID.String(), "schema_version", nt.SchemaVersion, "change", change, "source", source)
-	s.byRel[nt.OID] = newBinding(nt)
-	return nil
-}
-
-func unsupportedChange(id cdc.TableID, err error) error {
-	return &cdc.Error{
-		Class: cdc.ErrSchemaChanged,
-		Msg:   fmt.Sprintf("table %s: %v", id, err),
-		Hint:  "this schema change is not followed by this version (docs/decisions.md, schema evolution); rebuild the capture with teardown and init",
-	}
-}
-
-func newBinding(t *cdc.Table) *binding {
-	b := &binding{table: t}
-	for _, k := range t.PrimaryKey {
-		b.keys = append(b.keys, t.ColumnIndex(k))
-	}
-	return b
-}
-
-func (s *Service) lookup(relID uint32) (*binding, error) {
-	b := s.byRel[relID]
-	if b == nil {
-		return nil, fmt.Errorf("protocol: DML for relation OID %d before its Relation message", relID)
-	}
-	return b, nil
-}
-
 // change turns one DML message into change rows and routes them: into the
 // streamed transaction's buffer, or straight into the epoch for a
 // transaction PostgreSQL sends whole at commit.
 func (s *Service) change(ctx context.Context, m pgoutput.Message) error {
-	var (
-		rows []*cdc.Change
-		xid  uint32
-	)
-	switch m := m.(type) {
-	case *pgoutput.Insert:
-		b, err := s.lookup(m.RelID)
-		if err != nil {
-			return err
-		}
-		xid = m.XID
-		rows = []*cdc.Change{{Table: b.table, Op: cdc.OpInsert, Values: m.New}}
-	case *pgoutput.Update:
-		b, err := s.lookup(m.RelID)
-		if err != nil {
-			return err
-		}
-		xid = m.XID
-		values := m.New
-		if m.OldKind == 'O' {
-			// Under REPLICA IDENTITY FULL the old row arrives whole, TOAST
-			// included: it supplies what the new row left unchanged.
-			values = fillUnchanged(m.New, m.Old)
-		}
-		u := &cdc.Change{Table: b.table, Op: cdc.OpUpdate, Values: values}
-		if m.Old != nil && keyChanged(b.keys, m.Old, m.New) {
-			// A key change is a delete of the old key and a write of the
-			// new one, so a reader merging by key never keeps both.
-			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpDelete, Values: m.Old})
-			u.KeyChanged = true
-		}
-		rows = append(rows, u)
-	case *pgoutput.Delete:
-		b, err := s.lookup(m.RelID)
-		if err != nil {
-			return err
-		}
-		if m.Old == nil {
-			return fmt.Errorf("table %s: DELETE without old key", b.table.ID)
-		}
-		xid = m.XID
-		rows = []*cdc.Change{{Table: b.table, Op: cdc.OpDelete, Values: m.Old}}
-	case *pgoutput.Truncate:
-		xid = m.XID
-		for _, rel := range m.RelIDs {
-			b, err := s.lookup(rel)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpTruncate, Values: make([]cdc.Datum, len(b.table.Columns))})
-		}
+	rows, xid, err := s.changeRows(m)
+	if err != nil {
+		return err
 	}
-
 	if s.streamTop != 0 {
 		sub := xid
 		if sub == 0 {
@@ -297,17 +191,71 @@ func (s *Service) change(ctx context.Context, m pgoutput.Message) error {
 	return nil
 }
 
+// changeRows returns the change rows of a DML message and the (sub)xid a
+// streamed one carries.
+func (s *Service) changeRows(m pgoutput.Message) ([]*cdc.Change, uint32, error) {
+	switch m := m.(type) {
+	case *pgoutput.Insert:
+		b, err := s.binder.lookup(m.RelID)
+		if err != nil {
+			return nil, 0, err
+		}
+		return []*cdc.Change{{Table: b.table, Op: cdc.OpInsert, Values: m.New}}, m.XID, nil
+	case *pgoutput.Update:
+		b, err := s.binder.lookup(m.RelID)
+		if err != nil {
+			return nil, 0, err
+		}
+		return updateRows(b, m), m.XID, nil
+	case *pgoutput.Delete:
+		b, err := s.binder.lookup(m.RelID)
+		if err != nil {
+			return nil, 0, err
+		}
+		if m.Old == nil {
+			return nil, 0, fmt.Errorf("table %s: DELETE without old key", b.table.ID)
+		}
+		return []*cdc.Change{{Table: b.table, Op: cdc.OpDelete, Values: m.Old}}, m.XID, nil
+	case *pgoutput.Truncate:
+		var rows []*cdc.Change
+		for _, rel := range m.RelIDs {
+			b, err := s.binder.lookup(rel)
+			if err != nil {
+				return nil, 0, err
+			}
+			rows = append(rows, &cdc.Change{Table: b.table, Op: cdc.OpTruncate, Values: make([]cdc.Datum, len(b.table.Columns))})
+		}
+		return rows, m.XID, nil
+	}
+	return nil, 0, fmt.Errorf("protocol: %T is not a change", m)
+}
+
+// updateRows is an UPDATE's change rows: one U, preceded by a D of the old
+// key when the key changed, so a reader merging by key never keeps both.
+func updateRows(b *binding, m *pgoutput.Update) []*cdc.Change {
+	values := m.New
+	if m.OldKind == 'O' {
+		// Under REPLICA IDENTITY FULL the old row arrives whole, TOAST
+		// included: it supplies what the new row left unchanged.
+		values = fillUnchanged(m.New, m.Old)
+	}
+	u := &cdc.Change{Table: b.table, Op: cdc.OpUpdate, Values: values}
+	if m.Old != nil && keyChanged(b.keys, m.Old, m.New) {
+		u.KeyChanged = true
+		return []*cdc.Change{{Table: b.table, Op: cdc.OpDelete, Values: m.Old}, u}
+	}
+	return []*cdc.Change{u}
+}
+
 func (s *Service) streamCommit(ctx context.Context, m *pgoutput.StreamCommit) error {
 	meta := cdc.TxnMeta{XID: s.extendXID(m.XID), CommitLSN: m.CommitLSN, EndLSN: m.EndLSN, CommitTime: m.CommitTime}
 	e := s.openEpoch()
-	for _, pv := range s.pendingVersions[m.XID] {
-		if err := s.describeAdded(ctx, pv); err != nil {
-			return err
-		}
-		e.AddSchema(pv.table.ID, s.manifestColumns(pv.table), pv.table.SchemaVersion)
+	versions, err := s.binder.committed(ctx, m.XID)
+	if err != nil {
+		return err
 	}
-	delete(s.pendingVersions, m.XID)
-	err := s.asm.Commit(m.XID, func(seq int64, c *cdc.Change) error {
+	s.recordVersions(versions...)
+	err = s.asm.Commit(m.XID, func(seq int64, c *cdc.Change) error {
 		return s.write(ctx, e, cdc.RowMeta{Op: c.Op, LSN: meta.CommitLSN, Seq: seq, XID: meta.XID, CommitTime: meta.CommitTime}, c)
 	})
 	if err != nil {
@@ -350,4 +298,51 @@ func keyChanged(keys []int, old, new []cdc.Datum) bool {
 		}
 	}
 	return false
+}
+
+// write adds one committed change row to the epoch: the unchanged TOAST
+// values of a key-changing UPDATE recovered first, a new enum label
+// recorded, the change tracked for a table being backfilled and written to
+// the generation a resnapshot builds as well.
+func (s *Service) write(ctx context.Context, e *flush.Epoch, meta cdc.RowMeta, c *cdc.Change) error {
+	var lost []string
+	if c.KeyChanged {
+		var err error
+		if lost, err = s.toast.recover(ctx, c); err != nil {
+			return err
+		}
+	}
+	if err := s.recordEnumLabels(ctx, e, c); err != nil {
+		return err
+	}
+	if err := e.Write(meta, c); err != nil {
+		return err
+	}
+	s.countEvent(c.Table, c.Op)
+	if tr := s.bf.trackers[c.Table.ID]; tr != nil {
+		if err := s.track(tr, meta, c); err != nil {
+			return err
+		}
+	}
+	if gen := s.bf.shadow[c.Table.ID]; gen != "" {
+		// A resnapshot builds the next generation: the change counts for it
+		// too (its chunks are placed around it by visibility).
+		if err := e.WriteTo(gen, meta, c); err != nil {
+			return err
+		}
+	}
+	for _, column := range lost {
+		e.CountUnrecovered(c.Table, column)
+	}
+	return nil
+}
+
+// recordEnumLabels records in e the labels of an enum that grew, when c
+// holds a label its table version does not list.
+func (s *Service) recordEnumLabels(ctx context.Context, e *flush.Epoch, c *cdc.Change) error {
+	updates, err := s.binder.enumLabels(ctx, c)
+	for _, u := range updates {
+		e.UpdateEnumLabels(u.Table, u.Version, u.FieldID, u.Labels)
+	}
+	return err
 }

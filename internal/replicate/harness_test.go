@@ -252,7 +252,7 @@ type options struct {
 	// answer reply requests.
 	receiveTimeout time.Duration
 	answerPings    bool
-	catalog        Catalog // Config.Catalog
+	catalog        ColumnDescriber // Config.Columns
 	// chunks and chunkRows are Config.Chunks and Config.ChunkRows.
 	chunks    ChunkSource
 	chunkRows int
@@ -324,7 +324,7 @@ func start(t *testing.T, o options) *harness {
 		XIDRef:          500,
 		CatchUp:         o.catchUp,
 		ReceiveTimeout:  o.receiveTimeout,
-		Catalog:         o.catalog,
+		Columns:         o.catalog,
 		Chunks:          o.chunks,
 		ChunkRows:       o.chunkRows,
 	}, src, fc, log)

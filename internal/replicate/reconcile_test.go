@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
 )
 
@@ -12,11 +13,11 @@ import (
 // items table with these columns.
 func reconcileMsg(t *testing.T, lsn cdc.LSN, cols ...cdc.Column) []Message {
 	t.Helper()
-	content, err := NewReconcileRequest([]ReconcileTable{{Schema: "public", Name: "items", OID: itemsOID, Columns: cols}})
+	prefix, content, err := control.Encode(control.Reconcile{Tables: []control.Shape{{Schema: "public", Name: "items", OID: itemsOID, Columns: cols}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data(pgLogical(0, false, false, lsn, ReconcilePrefix, content))
+	return data(pgLogical(0, false, false, lsn, prefix, content))
 }
 
 // TestReconcileRecordsUnannouncedChange: an ADD COLUMN … DEFAULT that no
@@ -93,8 +94,8 @@ func TestSameShape(t *testing.T) {
 	tbl := &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "items"}, OID: itemsOID, Columns: []cdc.Column{
 		{Name: "id", TypeOID: oidInt8, TypeMod: -1}, {Name: "v", TypeOID: oidText, TypeMod: -1},
 	}}
-	shape := func(cols ...cdc.Column) ReconcileTable {
-		return ReconcileTable{Schema: "public", Name: "items", OID: itemsOID, Columns: cols}
+	shape := func(cols ...cdc.Column) control.Shape {
+		return control.Shape{Schema: "public", Name: "items", OID: itemsOID, Columns: cols}
 	}
 	id, v := tbl.Columns[0], tbl.Columns[1]
 	renamed, widened := v, id
@@ -102,7 +103,7 @@ func TestSameShape(t *testing.T) {
 	widened.TypeOID = oidText
 	for _, c := range []struct {
 		name  string
-		shape ReconcileTable
+		shape control.Shape
 		want  bool
 	}{
 		{"same", shape(id, v), true},

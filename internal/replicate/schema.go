@@ -6,21 +6,8 @@ import (
 	"strings"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
-	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
 )
-
-// Catalog reads what a Relation message does not say about its columns. The
-// postgres adapter implements it.
-type Catalog interface {
-	// DescribeColumns returns the named columns of the relation with OID
-	// rel as the catalog has them now, in the order of names: types
-	// resolved (domain base, array element, enum labels), AttNum, and
-	// Missing, the value rows that existed before the column was added read
-	// (pg_attribute.attmissingval; nil: NULL). A name the relation no
-	// longer has comes back with AttNum 0.
-	DescribeColumns(ctx context.Context, rel uint32, names []string) ([]cdc.Column, error)
-}
 
 // unsupported is a schema change this version does not follow: terminal
 // (cdc.ErrSchemaChanged), unlike a failure to read the catalog.
@@ -132,7 +119,7 @@ func diffRelation(t *cdc.Table, r *pgoutput.Relation) (relationDiff, error) {
 // A Relation that renames a column (an added name whose attnum is a dropped
 // column's) is refused: renames are not followed yet, and guessing drop +
 // add would lose the column's history.
-func (s *Service) evolve(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation, d relationDiff, fieldHigh *int) (*cdc.Table, error) {
+func evolve(ctx context.Context, cat ColumnDescriber, t *cdc.Table, r *pgoutput.Relation, d relationDiff, fieldHigh *int) (*cdc.Table, error) {
 	var described []cdc.Column
 	if len(d.added) > 0 {
 		if cat == nil {
@@ -203,32 +190,13 @@ func (s *Service) evolve(ctx context.Context, cat Catalog, t *cdc.Table, r *pgou
 	return nt, nil
 }
 
-// nextVersion returns the schema version that follows t for Relation r
-// (renames recognised through the catalog cat, then added, dropped and
-// retyped columns), and a description of the change for the log.
-func (s *Service) nextVersion(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, string, error) {
-	base, renamed, err := s.renames(ctx, cat, t, r)
-	if err != nil {
-		return nil, "", err
-	}
-	d, err := diffRelation(base, r)
-	if err != nil {
-		return nil, "", err
-	}
-	nt, err := s.evolve(ctx, cat, base, r, d, s.fieldHighOf(t))
-	if err != nil {
-		return nil, "", err
-	}
-	return nt, describeChange(base, nt, d, renamed), nil
-}
-
 // renames recognises renamed columns through the catalog: a name the
 // Relation has and t does not, whose attnum is that of a column of t the
 // Relation no longer names, is that column renamed (pgoutput sends names
 // only; a rename is never guessed from names or positions). It returns t
 // with those columns renamed (field id, attnum and missing value kept) and
 // the renames as "old → new"; t itself when there are none.
-func (s *Service) renames(ctx context.Context, cat Catalog, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, []string, error) {
+func renames(ctx context.Context, cat ColumnDescriber, t *cdc.Table, r *pgoutput.Relation) (*cdc.Table, []string, error) {
 	var unknown []string
 	names := map[string]bool{}
 	for _, c := range r.Columns {
@@ -298,128 +266,4 @@ func describeChange(t, nt *cdc.Table, d relationDiff, renamed []string) string {
 		parts = append(parts, fmt.Sprintf("%q changed type from %s to %s", nt.Columns[i].Name, t.Columns[d.kept[i]].PGType, nt.Columns[i].PGType))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// fieldHighOf returns the highest field id t's table ever used, counting
-// versions this session made that are not committed yet, so a new column's
-// id is never one an earlier column had.
-func (s *Service) fieldHighOf(t *cdc.Table) *int {
-	h, ok := s.fieldHigh[t.ID]
-	if !ok {
-		h = new(int)
-		if mt := s.committer.Manifest.Current().Tables[t.ID.String()]; mt != nil {
-			*h = mt.MaxFieldID()
-		}
-		s.fieldHigh[t.ID] = h
-	}
-	for _, c := range t.Columns {
-		*h = max(*h, c.FieldID)
-	}
-	return h
-}
-
-// replayedVersion returns the manifest's schema version of id whose columns
-// are exactly r's, when r arrives inside a transaction the manifest already
-// holds (a replay after a crash between the manifest commit and the
-// confirmation: pgoutput describes the relation as it was then). Outside a
-// replay a Relation equal to an older version is a new change (a column
-// dropped and added again) and nil is returned.
-func (s *Service) replayedVersion(id cdc.TableID, r *pgoutput.Relation) *cdc.Table {
-	replaying := s.receivedLSN < s.replayEnd
-	if s.cur != nil {
-		replaying = s.cur.meta.CommitLSN <= s.replayEnd
-	}
-	if !replaying {
-		return nil
-	}
-	mt := s.committer.Manifest.Current().Tables[id.String()]
-	if mt == nil {
-		return nil
-	}
-	for i := len(mt.Schemas) - 1; i >= 0; i-- {
-		v := mt.Schemas[i].Version
-		t, err := mt.SourceTableAt(v)
-		if err != nil {
-			continue
-		}
-		if d, err := diffRelation(t, r); err == nil && d.same() && len(t.Columns) == len(r.Columns) {
-			if cached := s.versions[versionKey{id, v}]; cached != nil {
-				return cached
-			}
-			s.versions[versionKey{id, v}] = t
-			return t
-		}
-	}
-	return nil
-}
-
-// versionKey names one schema version of a table.
-type versionKey struct {
-	id      cdc.TableID
-	version int
-}
-
-// manifestColumns describes nt's columns as its manifest schema version
-// lists them.
-func (s *Service) manifestColumns(nt *cdc.Table) []manifest.Column {
-	sc := s.schemas[versionKey{nt.ID, nt.SchemaVersion}]
-	return sc.ManifestColumns(nt)
-}
-
-// pendingVersion is a schema version that a streamed transaction's
-// Relation made before the transaction committed.
-type pendingVersion struct {
-	table        *cdc.Table
-	prevMaxField int // columns with a higher field id were added by it
-}
-
-func maxFieldID(t *cdc.Table) int {
-	n := 0
-	for _, c := range t.Columns {
-		n = max(n, c.FieldID)
-	}
-	return n
-}
-
-// describeAdded reads, now that its transaction has committed, what the
-// catalog could not show while it was open: the added columns' attnum,
-// type name and the value earlier rows read. Only what leaves the Parquet
-// schema unchanged is filled in; a column whose type needs details the
-// stream did not carry (a domain, an array, an enum) is refused.
-func (s *Service) describeAdded(ctx context.Context, pv pendingVersion) error {
-	var names []string
-	var idx []int
-	for i, c := range pv.table.Columns {
-		if c.FieldID > pv.prevMaxField && c.AttNum == 0 {
-			names = append(names, c.Name)
-			idx = append(idx, i)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	if s.catalog == nil {
-		return unsupportedChange(pv.table.ID, unsupportedf("no catalog connection to describe the added columns"))
-	}
-	described, err := s.catalog.DescribeColumns(ctx, pv.table.OID, names)
-	if err != nil {
-		return fmt.Errorf("table %s: describe added columns: %w", pv.table.ID, err)
-	}
-	for k, i := range idx {
-		if k >= len(described) {
-			break
-		}
-		d, c := described[k], &pv.table.Columns[i]
-		if d.AttNum == 0 || d.TypeOID != c.TypeOID || d.TypeMod != c.TypeMod {
-			continue // changed again since: the later Relation brings it
-		}
-		if d.VolatileDefault {
-			return unsupportedChange(pv.table.ID, unsupportedf("column %q was added with a volatile default: its values for earlier rows were never streamed (resnapshot the table)", d.Name))
-		}
-		if d.BaseTypeOID != 0 || d.ElemTypeOID != 0 || len(d.EnumLabels) > 0 {
-			return unsupportedChange(pv.table.ID, unsupportedf("column %q (%s) was added inside a streamed transaction; its type needs catalog details the stream does not carry", d.Name, d.PGType))
-		}
-		c.AttNum, c.PGType, c.Missing = d.AttNum, d.PGType, d.Missing
-	}
-	return nil
 }

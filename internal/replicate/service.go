@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pg-cdc/pg-cdc/internal/backfill"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
-	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 	"github.com/pg-cdc/pg-cdc/internal/pgoutput"
 	"github.com/pg-cdc/pg-cdc/internal/txn"
 )
@@ -40,9 +38,9 @@ type Config struct {
 	// Rows reads rows from the source to recover TOAST values a key-changing
 	// UPDATE did not send (optional).
 	Rows RowReader
-	// Catalog describes columns a Relation message adds (optional: without
+	// Columns describes columns a Relation message adds (optional: without
 	// it an added column is an unsupported schema change).
-	Catalog Catalog
+	Columns ColumnDescriber
 	// Observer receives metrics and health signals (optional).
 	Observer Observer
 	// Chunks reads the chunks of tables whose snapshot is not complete
@@ -71,7 +69,10 @@ const maxWait = 200 * time.Millisecond
 // reportEvery is how often the loop updates its gauges and beats.
 const reportEvery = 100 * time.Millisecond
 
-// Service runs one replication session.
+// Service runs one replication session: receive → route → flush →
+// confirm. It owns the loop's state (the open epoch and transaction, the
+// positions, the timers); the binder owns the schema state and the
+// backfills their tracking and the chunk worker.
 type Service struct {
 	cfg       Config
 	src       Source
@@ -79,63 +80,33 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	dec     *pgoutput.Decoder
-	asm     *txn.Assembler
-	byName  map[string]*cdc.Table // captured tables, from the manifest
-	byRel   map[uint32]*binding   // relation id → table, once checked
-	schemas map[versionKey]*parquetfile.Schema
-	// versions caches older schema versions bound during a replay;
-	// fieldHigh is each table's highest field id so far.
-	versions  map[versionKey]*cdc.Table
-	fieldHigh map[cdc.TableID]*int
-	catalog   Catalog
-	// pendingVersions are the schema versions streamed transactions made,
-	// by top-level xid, recorded when the transaction commits.
-	pendingVersions map[uint32][]pendingVersion
-	enums           map[*cdc.Table]*enumColumns // enum.go
-	replayEnd       cdc.LSN                     // the manifest's end LSN at the start: transactions up to it are replays
+	dec    *pgoutput.Decoder
+	asm    *txn.Assembler
+	binder *binder
+	bf     *backfills
+	toast  *toastRecovery
 
-	epoch      *flush.Epoch
-	cur        *openTxn // the non-streamed transaction being received
-	streamTop  uint32   // top-level xid of the stream chunk being received
-	durable    cdc.LSN  // the manifest's end LSN: the only position ever confirmed
-	serverEnd  cdc.LSN  // from keepalives
-	xidRef     cdc.XID
+	epoch     *flush.Epoch
+	cur       *openTxn // the non-streamed transaction being received
+	streamTop uint32   // top-level xid of the stream chunk being received
+	xidRef    cdc.XID
+
+	// Positions: the manifest's end LSN (the only position ever
+	// confirmed), the server's WAL end from keepalives, the end LSN of the
+	// last commit received, and the last position sent as flushed.
+	durable, serverEnd, receivedLSN, confirmed cdc.LSN
+	catchUp                                    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
+	backlog                                    bool    // a transaction committed before catchUp was received
+	oldestPending                              time.Time
+
 	lastStatus time.Time
 	lastIdle   time.Time
 	heardAt    time.Time // last message received, or the end of the last pause in reading
 	pingedAt   time.Time // when a reply was requested since heardAt, or zero
 	reportedAt time.Time // when report last ran
-	catchUp    cdc.LSN   // Config.CatchUp until the stream reaches it; then zero
-	backlog    bool      // a transaction committed before catchUp was received
 
-	rows              RowReader       // recovers TOAST values after key changes; may be nil
-	warnedUnrecovered map[string]bool // "schema.table.column" logged once; counts go to the manifest
-
-	obs           Observer
-	events        map[eventKey]Counter
-	receivedLSN   cdc.LSN   // end LSN of the last commit received
-	confirmed     cdc.LSN   // last position sent as flushed
-	oldestPending time.Time // commit time of the oldest received commit not yet durable
-
-	// Backfills (backfill.go): the tables whose snapshot is not complete,
-	// their trackers (loop only) and what the loop shares with the worker.
-	trackers map[cdc.TableID]*backfill.Tracker
-	// shadow names, per table being resnapshotted, the generation its
-	// streamed changes are written to as well.
-	shadow map[cdc.TableID]string
-	bf     *backfills
-	bfRun  string
-	// pruneAt: a tracker this large is pruned early (pruneEarly).
-	pruneAt int
-	// byNameAtStart lists the tables of the manifest when the session
-	// started (the worker's view; the loop's byName changes).
-	byNameAtStart []cdc.TableID
-}
-
-type binding struct {
-	table *cdc.Table
-	keys  []int // column indexes of the primary key
+	obs    Observer
+	events map[eventKey]Counter
 }
 
 type openTxn struct {
@@ -147,37 +118,21 @@ type openTxn struct {
 // nothing.
 func New(cfg Config, src Source, committer *flush.Committer, log *slog.Logger) (*Service, error) {
 	m := committer.Manifest.Current()
+	b, err := newBinder(m, committer.Manifest.Current, cfg.Columns, log)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{
 		cfg: cfg, src: src, committer: committer, log: log, now: time.Now,
 		dec:     pgoutput.NewDecoder(),
 		asm:     txn.NewAssembler(filepath.Join(cfg.StateDir, "spill"), cfg.MemoryBudget),
-		byName:  map[string]*cdc.Table{},
-		byRel:   map[uint32]*binding{},
-		schemas: map[versionKey]*parquetfile.Schema{},
+		binder:  b,
+		toast:   &toastRecovery{rows: cfg.Rows, log: log, warned: map[string]bool{}},
 		durable: m.EndLSN,
-
-		versions:  map[versionKey]*cdc.Table{},
-		fieldHigh: map[cdc.TableID]*int{},
-		catalog:   cfg.Catalog,
-		enums:     map[*cdc.Table]*enumColumns{},
-
-		pendingVersions: map[uint32][]pendingVersion{},
-		replayEnd:       m.EndLSN,
-		xidRef:          cfg.XIDRef,
-		catchUp:         cfg.CatchUp,
-
-		rows:              cfg.Rows,
-		warnedUnrecovered: map[string]bool{},
-
-		obs:    cfg.Observer.withDefaults(),
-		events: map[eventKey]Counter{},
-	}
-	for key, mt := range m.Tables {
-		t, err := mt.SourceTable()
-		if err != nil {
-			return nil, err
-		}
-		s.byName[key] = t
+		xidRef:  cfg.XIDRef,
+		catchUp: cfg.CatchUp,
+		obs:     cfg.Observer.withDefaults(),
+		events:  map[eventKey]Counter{},
 	}
 	if err := s.newBackfills(m); err != nil {
 		return nil, err
@@ -230,57 +185,77 @@ func (s *Service) Run(ctx context.Context) error {
 				return fmt.Errorf("drain: transaction %d still open after %s; nothing from it was confirmed and it will be replayed", s.cur.meta.XID, s.cfg.DrainTimeout)
 			}
 		}
-
-		if err := s.backfillErr(); err != nil {
+		if err := s.bf.h.err(); err != nil {
 			return err
 		}
-		msg, err := s.src.Receive(rctx.get(ioCtx, s.nextWake(now)))
-		switch {
-		case err == nil:
-			s.heardAt, s.pingedAt = s.now(), time.Time{}
-			if err := s.handle(ioCtx, msg); err != nil {
-				return err
-			}
-		case errors.Is(err, context.DeadlineExceeded):
-			if err := s.checkSilence(ioCtx); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("receive: %w", err)
+		if err := s.receive(ioCtx, rctx.get(ioCtx, s.nextWake(now))); err != nil {
+			return err
 		}
-
-		if s.cur == nil {
-			caughtUp := s.caughtUp()
-			if s.epoch != nil {
-				reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now())
-				if reason == flush.NotDue && caughtUp && s.backlog && s.epoch.Pending().Txns > 0 {
-					reason = flush.DueCaughtUp
-				}
-				if reason != flush.NotDue {
-					if err := s.flush(ioCtx, reason); err != nil {
-						return err
-					}
-				}
-			}
+		if err := s.flushIfDue(ioCtx); err != nil {
+			return err
 		}
 		now = s.now()
-		if ctx.Err() == nil {
-			if err := s.maybeIdleAdvance(ioCtx, now); err != nil {
-				return err
-			}
-		}
-		if now.Sub(s.lastStatus) >= s.cfg.StandbyInterval {
-			if err := s.sendStatus(ioCtx, false); err != nil {
-				return err
-			}
-		}
-		if now.Sub(s.reportedAt) >= reportEvery {
-			// Gauges and the liveness beat cost a lock and a dozen atomic
-			// stores: not once per message while a backlog drains.
-			s.reportedAt = now
-			s.report()
+		if err := s.onTimers(ioCtx, now, ctx.Err() == nil); err != nil {
+			return err
 		}
 	}
+}
+
+// receive takes the next message (or the receive deadline) and handles it.
+func (s *Service) receive(ctx, rctx context.Context) error {
+	msg, err := s.src.Receive(rctx)
+	switch {
+	case err == nil:
+		s.heardAt, s.pingedAt = s.now(), time.Time{}
+		return s.handle(ctx, msg)
+	case errors.Is(err, context.DeadlineExceeded):
+		return s.checkSilence(ctx)
+	default:
+		return fmt.Errorf("receive: %w", err)
+	}
+}
+
+// flushIfDue flushes the epoch at a transaction boundary when a limit is
+// reached, or when the stream has just caught up with a start-up backlog.
+func (s *Service) flushIfDue(ctx context.Context) error {
+	if s.cur != nil {
+		return nil
+	}
+	caughtUp := s.caughtUp()
+	if s.epoch == nil {
+		return nil
+	}
+	reason := flush.Due(s.cfg.Limits, s.epoch.Pending(), s.now())
+	if reason == flush.NotDue && caughtUp && s.backlog && s.epoch.Pending().Txns > 0 {
+		reason = flush.DueCaughtUp
+	}
+	if reason == flush.NotDue {
+		return nil
+	}
+	return s.flush(ctx, reason)
+}
+
+// onTimers runs what is due at now: an idle advance (not once a stop is
+// requested: the drain confirms what it flushed), the standby status, the
+// gauges.
+func (s *Service) onTimers(ctx context.Context, now time.Time, idle bool) error {
+	if idle {
+		if err := s.maybeIdleAdvance(ctx, now); err != nil {
+			return err
+		}
+	}
+	if now.Sub(s.lastStatus) >= s.cfg.StandbyInterval {
+		if err := s.sendStatus(ctx, false); err != nil {
+			return err
+		}
+	}
+	if now.Sub(s.reportedAt) >= reportEvery {
+		// Gauges and the liveness beat cost a lock and a dozen atomic
+		// stores: not once per message while a backlog drains.
+		s.reportedAt = now
+		s.report()
+	}
+	return nil
 }
 
 // checkSilence asks for a reply half-way through Config.ReceiveTimeout and

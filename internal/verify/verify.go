@@ -13,14 +13,11 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/merge"
 	"github.com/pg-cdc/pg-cdc/internal/render"
 )
-
-// WatermarkPrefix is the logical decoding message prefix of verify's
-// watermark.
-const WatermarkPrefix = "pg-cdc.verify"
 
 // Defaults of Options fields left zero.
 const (
@@ -222,7 +219,11 @@ func runRound(ctx context.Context, src Source, sink Sink, ids []cdc.TableID, opt
 	}
 	defer snap.Close()
 	cur := snap.Current()
-	watermark, err := src.EmitMessage(ctx, WatermarkPrefix, cur.String())
+	prefix, content, err := control.Encode(control.Watermark{Snapshot: cur.String()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify: watermark: %w", err)
+	}
+	watermark, err := src.EmitMessage(ctx, prefix, content)
 	if err != nil {
 		return nil, nil, fmt.Errorf("verify: watermark: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/compact"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
@@ -176,7 +177,7 @@ func (s *source) BeginSnapshot(_ context.Context, tables []cdc.TableID, lockTime
 }
 
 func (s *source) EmitMessage(_ context.Context, prefix, content string) (cdc.LSN, error) {
-	if prefix != WatermarkPrefix || content != s.snap.String() {
+	if prefix != control.PrefixWatermark || content != s.snap.String() {
 		return 0, errors.New("unexpected message")
 	}
 	s.lsn += 100
