@@ -14,6 +14,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
 	"github.com/pg-cdc/pg-cdc/internal/replicate"
@@ -135,7 +136,7 @@ func runReconcile(ctx context.Context, cfg config.Config, out io.Writer, tables 
 type reconcileResult struct {
 	emitted bool
 	lsn     cdc.LSN
-	sent    []replicate.ReconcileTable
+	sent    []control.Shape
 	lines   []string // per table, for the operator
 }
 
@@ -156,7 +157,7 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 	}
 	slices.SortFunc(ids, func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
 	var r reconcileResult
-	lsn, emitted, err := db.EmitAtShapes(ctx, ids, reconcileLockTimeout, replicate.ReconcilePrefix,
+	lsn, emitted, err := db.EmitAtShapes(ctx, ids, reconcileLockTimeout, control.PrefixReconcile,
 		func(shapes []postgres.TableShape) (string, bool, error) {
 			r.sent, r.lines = nil, nil
 			for _, s := range shapes {
@@ -165,7 +166,7 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 				if err != nil {
 					return "", false, err
 				}
-				shape := replicate.ReconcileTable{Schema: s.ID.Schema, Name: s.ID.Name, OID: s.OID, Columns: s.Columns}
+				shape := control.Shape{Schema: s.ID.Schema, Name: s.ID.Name, OID: s.OID, Columns: s.Columns}
 				switch {
 				case s.Missing:
 					r.lines = append(r.lines, fmt.Sprintf("%s: dropped from the source (the stream stops if a change of it is still to come)", s.ID))
@@ -183,7 +184,7 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 			if len(r.sent) == 0 {
 				return "", false, nil
 			}
-			content, err := replicate.NewReconcileRequest(r.sent)
+			_, content, err := control.Encode(control.Reconcile{Tables: r.sent})
 			return content, err == nil, err
 		})
 	if err != nil {
@@ -200,7 +201,7 @@ func requestReconcile(ctx context.Context, db *postgres.DB, m *manifest.Manifest
 
 // shapeKey identifies a table's shape (its columns as the catalog
 // describes them), to tell whether it was requested before.
-func shapeKey(shape replicate.ReconcileTable) string {
+func shapeKey(shape control.Shape) string {
 	b, err := json.Marshal(shape)
 	if err != nil {
 		return "" // never equal to a recorded key: requested again

@@ -11,9 +11,9 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/replicate"
-)
+	)
 
 func newResnapshotCmd(configPath *string) *cobra.Command {
 	var (
@@ -144,6 +144,10 @@ func notifyStream(ctx context.Context, cfg config.Config, key string) error {
 		return err
 	}
 	defer db.Close()
-	_, err = db.EmitMarker(ctx, replicate.ResnapshotPrefix, key)
+	prefix, content, err := control.Encode(control.Resnapshot{Table: key})
+	if err != nil {
+		return err
+	}
+	_, err = db.EmitMarker(ctx, prefix, content)
 	return err
 }

@@ -247,7 +247,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		XIDRef:           xidRef,
 		CatchUp:          serverEnd,
 		Rows:             db,
-		Catalog:          db,
+		Columns:          db,
 		Chunks:           db,
 		ChunkRows:        cfg.Backfill.ChunkRows,
 		Tables:           tableFinder{cfg: cfg, db: db, log: log},
