@@ -13,7 +13,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	)
+)
 
 func newResnapshotCmd(configPath *string) *cobra.Command {
 	var (
