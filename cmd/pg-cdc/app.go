@@ -132,7 +132,7 @@ func openSinkWith(ctx context.Context, cfg config.Config, onRetry func()) (sink,
 			retries = -1 // the store reads 0 as "its default"; the config means none
 		}
 		s, err := s3.New(ctx, s3.Options{Bucket: st.Bucket, Prefix: st.Prefix, Region: st.Region,
-			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries, RequestTimeout: st.RequestTimeout(), OnRetry: onRetry})
+			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries, RequestTimeout: st.RequestTimeout, OnRetry: onRetry})
 		if err != nil {
 			return nil, fmt.Errorf("open S3 sink %s: %w", sinkName(cfg), err)
 		}

@@ -350,18 +350,18 @@ func startRun(ctx context.Context, cfg config.Config, scrub *logging.Scrubber) (
 // so rotated credentials apply) and never stop the stream: a failed poll
 // sets source_up to 0 and is logged once per outage.
 func (o *observability) watchSource(cfg config.Config, spec postgres.ConnSpec, slot string) {
-	every := max(time.Second, min(cfg.Replication.StandbyInterval(), 15*time.Second))
+	every := max(time.Second, min(cfg.Replication.StandbyInterval, 15*time.Second))
 	o.wg.Go(func() {
 		p := &sourcePoller{log: o.log, m: o.metrics, spec: spec, slot: slot,
 			maxRetained: cfg.Guardrail.MaxRetainedWALBytes, event: o.emit}
 		defer p.close()
 		tick(o.ctx, every, p.poll)
 	})
-	if hb := cfg.Replication.HeartbeatIntervalSec; hb > 0 {
+	if hb := cfg.Replication.HeartbeatInterval; hb > 0 {
 		o.wg.Go(func() {
 			h := &heartbeat{log: o.log, m: o.metrics, spec: spec}
 			defer h.close()
-			tick(o.ctx, time.Duration(hb)*time.Second, h.beat)
+			tick(o.ctx, hb, h.beat)
 		})
 	}
 }

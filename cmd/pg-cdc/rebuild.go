@@ -91,7 +91,7 @@ func runRebuild(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *c
 	}
 	committer, err := manifest.Open(ctx, store, manifest.Breaker{
 		Threshold: cfg.Flush.CASBreakerThreshold,
-		Window:    time.Duration(cfg.Flush.CASBreakerWindowSec) * time.Second,
+		Window:    cfg.Flush.CASBreakerWindow,
 	})
 	if err != nil {
 		return notInitialized(err, cfg)

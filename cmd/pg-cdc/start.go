@@ -78,7 +78,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 	}
 	committer, err = manifest.Open(ctx, store, manifest.Breaker{
 		Threshold: cfg.Flush.CASBreakerThreshold,
-		Window:    time.Duration(cfg.Flush.CASBreakerWindowSec) * time.Second,
+		Window:    cfg.Flush.CASBreakerWindow,
 	})
 	if err != nil {
 		return notInitialized(err, cfg)
@@ -110,7 +110,7 @@ func runStart(ctx context.Context, cfg config.Config, log *slog.Logger, _ *cobra
 		return err
 	}
 	obs.watchSource(cfg, spec, committer.Current().Source.Slot)
-	if every := time.Duration(cfg.Schema.ReconcileIntervalSec) * time.Second; every > 0 {
+	if every := cfg.Schema.ReconcileInterval; every > 0 {
 		rctx, stopReconciler := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -221,7 +221,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 	}
 	// A live walsender sends something at least every half of its
 	// wal_sender_timeout, so silence shorter than that proves nothing.
-	receiveTimeout := time.Duration(cfg.Replication.ReceiveTimeoutSec) * time.Second
+	receiveTimeout := cfg.Replication.ReceiveTimeout
 	if wst, err := db.WALSenderTimeout(sctx); err != nil {
 		return err
 	} else if wst > receiveTimeout {
@@ -236,12 +236,12 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 
 	svc, err := replicate.New(replicate.Config{
 		Limits: flush.Limits{
-			Interval: cfg.Flush.Interval(),
+			Interval: cfg.Flush.Interval,
 			MaxRows:  int64(cfg.Flush.MaxRows),
 			MaxBytes: cfg.Flush.MaxBytes,
 		},
-		StandbyInterval:  cfg.Replication.StandbyInterval(),
-		DrainTimeout:     cfg.Flush.DrainTimeout(),
+		StandbyInterval:  cfg.Replication.StandbyInterval,
+		DrainTimeout:     cfg.Flush.DrainTimeout,
 		StateDir:         filepath.Join(cfg.State.Path, "stream"),
 		MemoryBudget:     cfg.Replication.MemoryBudgetBytes,
 		XIDRef:           xidRef,
@@ -251,7 +251,7 @@ func session(ctx context.Context, cfg config.Config, spec postgres.ConnSpec, log
 		Chunks:           db,
 		ChunkRows:        cfg.Backfill.ChunkRows,
 		Tables:           tableFinder{cfg: cfg, db: db, log: log},
-		DiscoverInterval: time.Duration(cfg.Backfill.DiscoverIntervalSec) * time.Second,
+		DiscoverInterval: cfg.Backfill.DiscoverInterval,
 		Observer:         obs.replicateObserver(fc.Manifest.Current),
 		ReceiveTimeout:   receiveTimeout,
 	}, replSource{repl}, fc, log)

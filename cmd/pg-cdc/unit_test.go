@@ -146,7 +146,7 @@ func TestUnitSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TimeoutStopSec: %v", err)
 	}
-	drain := time.Duration(config.Default().Flush.DrainTimeoutSec) * time.Second
+	drain := config.Default().Flush.DrainTimeout
 	if stop <= 2*drain {
 		t.Errorf("TimeoutStopSec=%v, want above twice flush.drain_timeout_sec's default (%v): the drain may take one timeout to finish the transaction and one to flush", stop, drain)
 	}

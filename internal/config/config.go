@@ -90,32 +90,28 @@ type ReplicationConfig struct {
 	// Slot (replication.slot, PGCDC_REPLICATION_SLOT) is the logical
 	// replication slot. Default "pg_cdc_slot".
 	Slot string
-	// StandbyIntervalSec (replication.standby_interval_sec,
-	// PGCDC_REPLICATION_STANDBY_INTERVAL_SEC) is how often the confirmed LSN
-	// is reported to PostgreSQL. Default 10.
-	StandbyIntervalSec int
+	// StandbyInterval (replication.standby_interval_sec,
+	// PGCDC_REPLICATION_STANDBY_INTERVAL_SEC, whole seconds) is how often
+	// the confirmed LSN is reported to PostgreSQL. Default 10s.
+	StandbyInterval time.Duration
 	// MemoryBudgetBytes (replication.memory_budget_bytes,
 	// PGCDC_REPLICATION_MEMORY_BUDGET_BYTES) bounds the in-progress
 	// (streamed) transactions held in memory before they spill to
 	// state.path. Default 64 MiB.
 	MemoryBudgetBytes int64
-	// HeartbeatIntervalSec (replication.heartbeat_interval_sec,
-	// PGCDC_REPLICATION_HEARTBEAT_INTERVAL_SEC): while streaming, emit a
-	// non-transactional pg_logical_emit_message this often, so the slot
-	// advances (and freshness shows) on a source with no captured traffic.
-	// Default 0: off.
-	HeartbeatIntervalSec int
-	// ReceiveTimeoutSec (replication.receive_timeout_sec,
-	// PGCDC_REPLICATION_RECEIVE_TIMEOUT_SEC): a replication connection on
-	// which nothing arrives for this long, even after asking the server for
-	// a reply half-way, is dropped and a new session started. Raised to the
-	// server's wal_sender_timeout when that is longer. Default 60.
-	ReceiveTimeoutSec int
-}
-
-// StandbyInterval is StandbyIntervalSec as a duration.
-func (r ReplicationConfig) StandbyInterval() time.Duration {
-	return time.Duration(r.StandbyIntervalSec) * time.Second
+	// HeartbeatInterval (replication.heartbeat_interval_sec,
+	// PGCDC_REPLICATION_HEARTBEAT_INTERVAL_SEC, whole seconds): while
+	// streaming, emit a non-transactional pg_logical_emit_message this
+	// often, so the slot advances (and freshness shows) on a source with no
+	// captured traffic. Default 0: off.
+	HeartbeatInterval time.Duration
+	// ReceiveTimeout (replication.receive_timeout_sec,
+	// PGCDC_REPLICATION_RECEIVE_TIMEOUT_SEC, whole seconds): a replication
+	// connection on which nothing arrives for this long, even after asking
+	// the server for a reply half-way, is dropped and a new session
+	// started. Raised to the server's wal_sender_timeout when that is
+	// longer. Default 60s.
+	ReceiveTimeout time.Duration
 }
 
 // InitConfig is the "init" section.
@@ -168,17 +164,12 @@ type StorageConfig struct {
 	// run on a store whose start-up probe shows that it ignores conditional
 	// writes: two writers on one prefix would then go undetected.
 	AcceptSingleWriterRisk bool
-	// RequestTimeoutSec (storage.request_timeout_sec,
-	// PGCDC_STORAGE_REQUEST_TIMEOUT_SEC) bounds one attempt of an S3
-	// request: a data upload or download fails when it makes no progress
-	// for this long, any other request when it takes this long. Default 30.
-	// The GCS client has no such setting (docs/decisions.md).
-	RequestTimeoutSec int
-}
-
-// RequestTimeout is RequestTimeoutSec as a duration.
-func (s StorageConfig) RequestTimeout() time.Duration {
-	return time.Duration(s.RequestTimeoutSec) * time.Second
+	// RequestTimeout (storage.request_timeout_sec,
+	// PGCDC_STORAGE_REQUEST_TIMEOUT_SEC, whole seconds) bounds one attempt
+	// of an S3 request: a data upload or download fails when it makes no
+	// progress for this long, any other request when it takes this long.
+	// Default 30s. The GCS client has no such setting (docs/decisions.md).
+	RequestTimeout time.Duration
 }
 
 // AWSConfig is the "aws" section.
@@ -191,35 +182,29 @@ type AWSConfig struct {
 
 // FlushConfig is the "flush" section.
 type FlushConfig struct {
-	// IntervalSec (flush.interval_sec, PGCDC_FLUSH_INTERVAL_SEC): flush at
-	// least this often when changes are buffered. Default 10.
-	IntervalSec int
+	// Interval (flush.interval_sec, PGCDC_FLUSH_INTERVAL_SEC, whole
+	// seconds): flush at least this often when changes are buffered.
+	// Default 10s.
+	Interval time.Duration
 	// MaxRows (flush.max_rows, PGCDC_FLUSH_MAX_ROWS): flush when this many
 	// rows are buffered. Default 100000.
 	MaxRows int
 	// MaxBytes (flush.max_bytes, PGCDC_FLUSH_MAX_BYTES): flush when this many
 	// bytes are buffered. Default 128 MiB.
 	MaxBytes int64
-	// DrainTimeoutSec (flush.drain_timeout_sec, PGCDC_FLUSH_DRAIN_TIMEOUT_SEC)
-	// bounds the final flush on SIGTERM/SIGINT. Default 30.
-	DrainTimeoutSec int
+	// DrainTimeout (flush.drain_timeout_sec, PGCDC_FLUSH_DRAIN_TIMEOUT_SEC,
+	// whole seconds) bounds the final flush on SIGTERM/SIGINT. Default 30s.
+	DrainTimeout time.Duration
 	// ParallelWorkers (flush.parallel_workers, PGCDC_FLUSH_PARALLEL_WORKERS)
 	// is how many tables are written at once in one flush. Default 4.
 	ParallelWorkers int
-	// CASBreakerThreshold and CASBreakerWindowSec
-	// (flush.cas_breaker_threshold, flush.cas_breaker_window_sec): this many
-	// manifest conflicts with a writer that moved the stream within the
-	// window stop the streamer (exit 13). Defaults 10 and 60.
+	// CASBreakerThreshold and CASBreakerWindow
+	// (flush.cas_breaker_threshold, flush.cas_breaker_window_sec in whole
+	// seconds): this many manifest conflicts with a writer that moved the
+	// stream within the window stop the streamer (exit 13). Defaults 10
+	// and 60s.
 	CASBreakerThreshold int
-	CASBreakerWindowSec int
-}
-
-// Interval is IntervalSec as a duration.
-func (f FlushConfig) Interval() time.Duration { return time.Duration(f.IntervalSec) * time.Second }
-
-// DrainTimeout is DrainTimeoutSec as a duration.
-func (f FlushConfig) DrainTimeout() time.Duration {
-	return time.Duration(f.DrainTimeoutSec) * time.Second
+	CASBreakerWindow    time.Duration
 }
 
 // RetryConfig is the "retry" section: how `start` retries a replication
@@ -307,12 +292,13 @@ type GuardrailConfig struct {
 
 // SchemaConfig is the "schema" section: following schema changes.
 type SchemaConfig struct {
-	// ReconcileIntervalSec (schema.reconcile_interval_sec,
-	// PGCDC_SCHEMA_RECONCILE_INTERVAL_SEC): how often start compares the
-	// captured tables' catalog with their recorded schema versions and
-	// records changes no row change has announced yet (pg-cdc reconcile
-	// runs it once). Default 60; 0 turns the background reconciler off.
-	ReconcileIntervalSec int
+	// ReconcileInterval (schema.reconcile_interval_sec,
+	// PGCDC_SCHEMA_RECONCILE_INTERVAL_SEC, whole seconds): how often start
+	// compares the captured tables' catalog with their recorded schema
+	// versions and records changes no row change has announced yet (pg-cdc
+	// reconcile runs it once). Default 60s; 0 turns the background
+	// reconciler off.
+	ReconcileInterval time.Duration
 }
 
 // BackfillConfig is the "backfill" section: copying tables while streaming
@@ -322,13 +308,13 @@ type BackfillConfig struct {
 	// chunk, each read in its own short transaction and held in memory
 	// until the stream places it. Default 50000.
 	ChunkRows int
-	// DiscoverIntervalSec (backfill.discover_interval_sec,
-	// PGCDC_BACKFILL_DISCOVER_INTERVAL_SEC): how often start looks for
-	// tables created in the watched schemas (or named in tables.include)
-	// that it does not capture yet, to publish and backfill them without a
-	// restart. Default 30; 0 turns it off (start still adds them when it
-	// starts).
-	DiscoverIntervalSec int
+	// DiscoverInterval (backfill.discover_interval_sec,
+	// PGCDC_BACKFILL_DISCOVER_INTERVAL_SEC, whole seconds): how often start
+	// looks for tables created in the watched schemas (or named in
+	// tables.include) that it does not capture yet, to publish and backfill
+	// them without a restart. Default 30s; 0 turns it off (start still adds
+	// them when it starts).
+	DiscoverInterval time.Duration
 }
 
 // Log levels and formats.
@@ -374,24 +360,24 @@ func Default() Config {
 		Source: SourceConfig{Postgres: PostgresConfig{Schemas: []string{"public"}, Provider: ProviderAuto}},
 		Tables: TablesConfig{Include: []string{}, Exclude: []string{}},
 		Replication: ReplicationConfig{
-			Publication:        "pg_cdc_pub",
-			Slot:               "pg_cdc_slot",
-			StandbyIntervalSec: 10,
-			MemoryBudgetBytes:  64 << 20,
-			ReceiveTimeoutSec:  60,
+			Publication:       "pg_cdc_pub",
+			Slot:              "pg_cdc_slot",
+			StandbyInterval:   10 * time.Second,
+			MemoryBudgetBytes: 64 << 20,
+			ReceiveTimeout:    60 * time.Second,
 		},
 		Init:    InitConfig{ParallelWorkers: 4},
-		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data", RequestTimeoutSec: 30},
+		Storage: StorageConfig{Type: StorageFilesystem, Path: "./pgcdc-data", RequestTimeout: 30 * time.Second},
 		AWS:     AWSConfig{MaxRetries: 5},
 		Retry:   RetryConfig{InitialBackoff: time.Second, MaxBackoff: 30 * time.Second, MaxAttempts: 10},
 		Flush: FlushConfig{
-			IntervalSec:         10,
+			Interval:            10 * time.Second,
 			MaxRows:             100000,
 			MaxBytes:            128 << 20,
-			DrainTimeoutSec:     30,
+			DrainTimeout:        30 * time.Second,
 			ParallelWorkers:     4,
 			CASBreakerThreshold: 10,
-			CASBreakerWindowSec: 60,
+			CASBreakerWindow:    60 * time.Second,
 		},
 		State: StateConfig{Path: "./.pgcdc"},
 		Compaction: CompactionConfig{
@@ -405,8 +391,8 @@ func Default() Config {
 			LivenessTimeout: 5 * time.Minute,
 			ReadinessMaxLag: 2 * time.Minute,
 		},
-		Schema:   SchemaConfig{ReconcileIntervalSec: 60},
-		Backfill: BackfillConfig{ChunkRows: 50_000, DiscoverIntervalSec: 30},
+		Schema:   SchemaConfig{ReconcileInterval: 60 * time.Second},
+		Backfill: BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
 		Log:      LogConfig{Level: LogLevelInfo, Format: LogFormatText},
 		Types:    map[string]string{},
 	}

@@ -77,27 +77,27 @@ func TestParseFull(t *testing.T) {
 			urlLoaded:   "postgresql://user:s3cr3t@127.0.0.1:5432/app",
 		}},
 		Tables:      TablesConfig{Include: []string{"public.orders", "sales.items"}, Exclude: []string{"public.tmp_*"}},
-		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyIntervalSec: 5, MemoryBudgetBytes: 1 << 20, ReceiveTimeoutSec: 60},
+		Replication: ReplicationConfig{Publication: "my_pub", Slot: "my_slot", StandbyInterval: 5 * time.Second, MemoryBudgetBytes: 1 << 20, ReceiveTimeout: 60 * time.Second},
 		Init:        InitConfig{ParallelWorkers: 2},
-		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc", RequestTimeoutSec: 30},
+		Storage:     StorageConfig{Type: "filesystem", Path: "/var/lib/pgcdc", RequestTimeout: 30 * time.Second},
 		AWS:         AWSConfig{MaxRetries: 5},
 		Retry:       RetryConfig{InitialBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute, MaxAttempts: 4},
-		Flush:       FlushConfig{IntervalSec: 3, MaxRows: 500, MaxBytes: 2048, DrainTimeoutSec: 7, ParallelWorkers: 8, CASBreakerThreshold: 10, CASBreakerWindowSec: 60},
+		Flush:       FlushConfig{Interval: 3 * time.Second, MaxRows: 500, MaxBytes: 2048, DrainTimeout: 7 * time.Second, ParallelWorkers: 8, CASBreakerThreshold: 10, CASBreakerWindow: 60 * time.Second},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
 		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
 		GC:          GCConfig{GracePeriod: 2 * time.Hour},
 		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
-		Schema:      SchemaConfig{ReconcileIntervalSec: 60},
-		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverIntervalSec: 30},
+		Schema:      SchemaConfig{ReconcileInterval: 60 * time.Second},
+		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
-	if c.Flush.Interval() != 3*time.Second || c.Flush.DrainTimeout() != 7*time.Second ||
-		c.Replication.StandbyInterval() != 5*time.Second {
-		t.Fatal("duration helpers disagree with the fields")
+	if c.Flush.Interval != 3*time.Second || c.Flush.DrainTimeout != 7*time.Second ||
+		c.Replication.StandbyInterval != 5*time.Second {
+		t.Fatal("the *_sec keys are not read as seconds")
 	}
 }
 
@@ -121,19 +121,19 @@ func TestDefaults(t *testing.T) {
 		{"exclude", d.Tables.Exclude, []string{}},
 		{"publication", d.Replication.Publication, "pg_cdc_pub"},
 		{"slot", d.Replication.Slot, "pg_cdc_slot"},
-		{"standby", d.Replication.StandbyIntervalSec, 10},
+		{"standby", d.Replication.StandbyInterval, 10 * time.Second},
 		{"memory budget", d.Replication.MemoryBudgetBytes, int64(67108864)},
 		{"init workers", d.Init.ParallelWorkers, 4},
 		{"storage type", d.Storage.Type, "filesystem"},
 		{"storage path", d.Storage.Path, "./pgcdc-data"},
-		{"request timeout", d.Storage.RequestTimeout(), 30 * time.Second},
+		{"request timeout", d.Storage.RequestTimeout, 30 * time.Second},
 		{"retry backoff", d.Retry.InitialBackoff, time.Second},
 		{"retry max backoff", d.Retry.MaxBackoff, 30 * time.Second},
 		{"retry attempts", d.Retry.MaxAttempts, 10},
-		{"flush interval", d.Flush.IntervalSec, 10},
+		{"flush interval", d.Flush.Interval, 10 * time.Second},
 		{"flush rows", d.Flush.MaxRows, 100000},
 		{"flush bytes", d.Flush.MaxBytes, int64(134217728)},
-		{"drain", d.Flush.DrainTimeoutSec, 30},
+		{"drain", d.Flush.DrainTimeout, 30 * time.Second},
 		{"flush workers", d.Flush.ParallelWorkers, 4},
 		{"state", d.State.Path, "./.pgcdc"},
 		{"level", d.Log.Level, "info"},
@@ -160,7 +160,7 @@ func TestParseEmptyInputs(t *testing.T) {
 			t.Errorf("Parse(%q): %v", data, err)
 			continue
 		}
-		if c.Flush.IntervalSec != 10 || c.Source.Postgres.URL != "postgresql://h/db" {
+		if c.Flush.Interval != 10*time.Second || c.Source.Postgres.URL != "postgresql://h/db" {
 			t.Errorf("Parse(%q): defaults not kept: %+v", data, c)
 		}
 	}
@@ -231,7 +231,18 @@ func TestParseErrors(t *testing.T) {
 		{"default syntax unsupported", minimal + "storage:\n  path: ${D:-x}\n", nil,
 			[]string{`pg-cdc.yml:5: storage.path: invalid variable reference ${D:-x}`}},
 		{"invalid after parse", minimal + "flush:\n  max_rows: 0\n", nil,
-			[]string{`flush.max_rows: must be > 0, got 0`}},
+			[]string{`pg-cdc.yml:5: flush.max_rows: must be > 0, got 0`}},
+		{"seconds overflow", minimal + "flush:\n  interval_sec: 4611686018427387904\n", nil,
+			[]string{`pg-cdc.yml:5: flush.interval_sec: 4611686018427387904 seconds is too long`}},
+		{"negative seconds overflow", minimal + "schema:\n  reconcile_interval_sec: -4611686018427387904\n", nil,
+			[]string{`pg-cdc.yml:5: schema.reconcile_interval_sec: integer -4611686018427387904 is out of range`}},
+		{"seconds are integers", minimal + "flush:\n  drain_timeout_sec: 30s\n", nil,
+			[]string{`pg-cdc.yml:5: flush.drain_timeout_sec: want an integer, got string "30s"`}},
+		{"seconds octal surprise", minimal + "replication:\n  receive_timeout_sec: 060\n", nil,
+			[]string{`pg-cdc.yml:5: replication.receive_timeout_sec: 060 has a leading zero`}},
+		// yaml.v3 tags an integer beyond int64 as a float, as for any key.
+		{"seconds beyond int64", minimal + "storage:\n  request_timeout_sec: 99999999999999999999\n", nil,
+			[]string{`pg-cdc.yml:5: storage.request_timeout_sec: want an integer, got number 99999999999999999999`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,7 +298,7 @@ func TestEnvOverrides(t *testing.T) {
 		env   []string
 		check func(c Config) bool
 	}{
-		{"int", []string{"PGCDC_FLUSH_INTERVAL_SEC=42"}, func(c Config) bool { return c.Flush.IntervalSec == 42 }},
+		{"int", []string{"PGCDC_FLUSH_INTERVAL_SEC=42"}, func(c Config) bool { return c.Flush.Interval == 42*time.Second }},
 		{"int with spaces", []string{"PGCDC_FLUSH_MAX_ROWS= 7 "}, func(c Config) bool { return c.Flush.MaxRows == 7 }},
 		{"int64", []string{"PGCDC_FLUSH_MAX_BYTES=9000000000"}, func(c Config) bool { return c.Flush.MaxBytes == 9000000000 }},
 		{"nested string", []string{"PGCDC_SOURCE_POSTGRES_URL=postgresql://other/db"},
@@ -326,12 +337,17 @@ func TestEnvErrors(t *testing.T) {
 		{"empty int is not a default", []string{"PGCDC_FLUSH_INTERVAL_SEC="},
 			[]string{`PGCDC_FLUSH_INTERVAL_SEC`, `want an integer, got ""`}},
 		{"int overflow", []string{"PGCDC_FLUSH_MAX_BYTES=99999999999999999999"}, []string{`PGCDC_FLUSH_MAX_BYTES`}},
+		{"seconds overflow", []string{"PGCDC_FLUSH_INTERVAL_SEC=4611686018427387904"},
+			[]string{`environment variable PGCDC_FLUSH_INTERVAL_SEC (flush.interval_sec): 4611686018427387904 seconds is too long`}},
+		{"seconds are integers", []string{"PGCDC_FLUSH_DRAIN_TIMEOUT_SEC=30s"},
+			[]string{`environment variable PGCDC_FLUSH_DRAIN_TIMEOUT_SEC (flush.drain_timeout_sec): want an integer, got "30s"`}},
 		{"unknown variable", []string{"PGCDC_FLUSH_INTERVALL_SEC=5"},
 			[]string{`environment variable PGCDC_FLUSH_INTERVALL_SEC: unknown pg-cdc setting (did you mean "PGCDC_FLUSH_INTERVAL_SEC"?)`}},
 		{"section is not a leaf", []string{"PGCDC_FLUSH=5"}, []string{`PGCDC_FLUSH: unknown`}},
 		{"empty list item", []string{"PGCDC_TABLES_INCLUDE=public.a,,public.b"},
 			[]string{`PGCDC_TABLES_INCLUDE (tables.include): item 1 of the comma-separated list is empty`}},
-		{"invalid after override", []string{"PGCDC_LOG_FORMAT=xml"}, []string{`log.format: want text or json, got "xml"`}},
+		{"invalid after override", []string{"PGCDC_LOG_FORMAT=xml"},
+			[]string{`environment variable PGCDC_LOG_FORMAT (log.format): want text or json, got "xml"`}},
 		{"all reported", []string{"PGCDC_A=1", "PGCDC_B=2"}, []string{"PGCDC_A", "PGCDC_B"}},
 		{"bool is true or false", []string{"PGCDC_STORAGE_FORCE_PATH_STYLE=yes"},
 			[]string{`PGCDC_STORAGE_FORCE_PATH_STYLE (storage.force_path_style): want true or false, got "yes"`}},
@@ -382,20 +398,20 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 	if !reflect.DeepEqual(c, Config{
 		Source:      SourceConfig{Postgres: PostgresConfig{URL: "v", Provider: "v", Schemas: []string{"1"}, IAMAuth: true, Region: "v"}},
 		Tables:      TablesConfig{Include: []string{"1"}, Exclude: []string{"1"}},
-		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyIntervalSec: 1, MemoryBudgetBytes: 1, HeartbeatIntervalSec: 1, ReceiveTimeoutSec: 1},
+		Replication: ReplicationConfig{Publication: "v", Slot: "v", StandbyInterval: time.Second, MemoryBudgetBytes: 1, HeartbeatInterval: time.Second, ReceiveTimeout: time.Second},
 		Init:        InitConfig{ParallelWorkers: 1},
 		Storage: StorageConfig{Type: "v", Path: "v", Bucket: "v", Prefix: "v", Region: "v", Endpoint: "v",
-			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true, RequestTimeoutSec: 1},
+			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true, RequestTimeout: time.Second},
 		AWS:        AWSConfig{MaxRetries: 1},
 		Retry:      RetryConfig{InitialBackoff: time.Second, MaxBackoff: time.Second, MaxAttempts: 1},
-		Flush:      FlushConfig{IntervalSec: 1, MaxRows: 1, MaxBytes: 1, DrainTimeoutSec: 1, ParallelWorkers: 1, CASBreakerThreshold: 1, CASBreakerWindowSec: 1},
+		Flush:      FlushConfig{Interval: time.Second, MaxRows: 1, MaxBytes: 1, DrainTimeout: time.Second, ParallelWorkers: 1, CASBreakerThreshold: 1, CASBreakerWindow: time.Second},
 		State:      StateConfig{Path: "v"},
 		Compaction: CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
 		GC:         GCConfig{GracePeriod: time.Second},
 		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
 		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
-		Schema:     SchemaConfig{ReconcileIntervalSec: 1},
-		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverIntervalSec: 1},
+		Schema:     SchemaConfig{ReconcileInterval: time.Second},
+		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverInterval: time.Second},
 		Log:        LogConfig{Level: "v", Format: "v"},
 		Types:      map[string]string{"s.t.c": "v"},
 	}) {
@@ -533,7 +549,7 @@ aws:
 		t.Fatal(err)
 	}
 	want := StorageConfig{Type: "s3", Path: "./pgcdc-data", Bucket: "lake", Prefix: "cdc/app", Region: "eu-west-1",
-		Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true, RequestTimeoutSec: 5}
+		Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true, RequestTimeout: 5 * time.Second}
 	if c.Storage != want || c.AWS.MaxRetries != 7 {
 		t.Fatalf("got %+v %+v", c.Storage, c.AWS)
 	}

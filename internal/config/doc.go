@@ -12,6 +12,13 @@
 //     duplicated key are all errors. Each names the key (or variable) and,
 //     for the file, the line, because a typo that does nothing is the worst
 //     kind of configuration bug.
+//   - Every mistake is reported at once: Parse joins the file's, the
+//     overrides' and Validate's (a *FieldError each: key, value, problem),
+//     each placed at the line or variable that set the value, in file
+//     order. A key that failed to decode is not validated again.
+//   - The *_sec keys are integer seconds in the file, the overrides and the
+//     printed form, and time.Duration fields in Config (the seconds leaf
+//     kind), so that no caller converts.
 //   - Every leaf key has exactly one environment override, derived from its
 //     path (flush.interval_sec → PGCDC_FLUSH_INTERVAL_SEC). The table of
 //     leaves in leaves.go is the single list the file walker, the overrides

@@ -109,10 +109,11 @@ func nonConfigEnv(name string) bool {
 	return false
 }
 
-// applyEnv applies PGCDC_* overrides on top of the file. Values are taken
+// applyEnv applies PGCDC_* overrides on top of the file, recording in o
+// which variable set each key (or that it failed). Values are taken
 // literally (no ${VAR} expansion: the shell or the orchestrator has already
 // done it). Every problem is returned, in variable-name order.
-func applyEnv(c *Config, env map[string]string) []error {
+func applyEnv(c *Config, env map[string]string, o *origins) []*posError {
 	byName := map[string]leaf{}
 	var names []string
 	for _, l := range leaves(c) {
@@ -126,16 +127,20 @@ func applyEnv(c *Config, env map[string]string) []error {
 		}
 	}
 	sort.Strings(vars)
-	var errs []error
+	var errs []*posError
 	for _, name := range vars {
 		l, ok := byName[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("environment variable %s: unknown pg-cdc setting%s", name, suggest(name, names)))
+			errs = append(errs, &posError{env: name, msg: fmt.Sprintf("environment variable %s: unknown pg-cdc setting%s", name, suggest(name, names))})
 			continue
 		}
 		if err := setFromEnv(l, env[name]); err != nil {
-			errs = append(errs, fmt.Errorf("environment variable %s (%s): %w", name, l.path, err))
+			errs = append(errs, &posError{env: name, msg: fmt.Sprintf("environment variable %s (%s): %v", name, l.path, err), err: err})
+			o.failed[l.path] = true
+			continue
 		}
+		o.vars[l.path] = name
+		delete(o.failed, l.path) // the file's bad value no longer counts
 	}
 	return errs
 }
@@ -159,6 +164,16 @@ func setFromEnv(l leaf, val string) error {
 			return fmt.Errorf("want an integer, got %q", truncate(val))
 		}
 		*t = n
+	case seconds:
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", truncate(val))
+		}
+		d, ok := secondsDuration(n)
+		if !ok {
+			return errors.New(secondsRangeError(n))
+		}
+		*t.d = d
 	case *bool:
 		switch strings.TrimSpace(val) {
 		case "true":

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -8,12 +9,40 @@ import (
 
 // leaf is one settable key: its dotted path in the file and a pointer to the
 // field it sets. target is one of *string, *int, *int64, *bool,
-// *time.Duration, *[]string or
-// *map[string]string (a mapping whose keys are data, not names); the
-// set is closed and every user switches over it.
+// *time.Duration (written as a Go duration, "15m"), seconds (a
+// time.Duration written as an integer number of seconds), *[]string or
+// *map[string]string (a mapping whose keys are data, not names); the set is
+// closed and every user switches over it.
 type leaf struct {
 	path   string
 	target any
+}
+
+// seconds is the target of a *_sec key: the file, the override and the
+// printed form hold an integer number of seconds, the field a
+// time.Duration, so that no caller converts. Read values are whole seconds
+// between -maxSeconds and maxSeconds.
+type seconds struct{ d *time.Duration }
+
+// maxSeconds is the largest number of seconds a time.Duration holds.
+const maxSeconds = int64(1<<63-1) / int64(time.Second)
+
+// secondsDuration turns a *_sec value into its duration; ok is false when
+// the duration cannot hold it.
+func secondsDuration(n int64) (d time.Duration, ok bool) {
+	if n > maxSeconds || n < -maxSeconds {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
+}
+
+// secondsRangeError is the problem of a *_sec value that secondsDuration
+// refuses, worded as Validate worded it when the fields were integers.
+func secondsRangeError(n int64) string {
+	if n > 0 {
+		return fmt.Sprintf("%d seconds is too long", n)
+	}
+	return fmt.Sprintf("integer %d is out of range", n)
 }
 
 // envPrefix starts every override variable.
@@ -39,10 +68,10 @@ func leaves(c *Config) []leaf {
 		{"tables.exclude", &c.Tables.Exclude},
 		{"replication.publication", &c.Replication.Publication},
 		{"replication.slot", &c.Replication.Slot},
-		{"replication.standby_interval_sec", &c.Replication.StandbyIntervalSec},
+		{"replication.standby_interval_sec", seconds{&c.Replication.StandbyInterval}},
 		{"replication.memory_budget_bytes", &c.Replication.MemoryBudgetBytes},
-		{"replication.heartbeat_interval_sec", &c.Replication.HeartbeatIntervalSec},
-		{"replication.receive_timeout_sec", &c.Replication.ReceiveTimeoutSec},
+		{"replication.heartbeat_interval_sec", seconds{&c.Replication.HeartbeatInterval}},
+		{"replication.receive_timeout_sec", seconds{&c.Replication.ReceiveTimeout}},
 		{"init.parallel_workers", &c.Init.ParallelWorkers},
 		{"storage.type", &c.Storage.Type},
 		{"storage.path", &c.Storage.Path},
@@ -53,15 +82,15 @@ func leaves(c *Config) []leaf {
 		{"storage.force_path_style", &c.Storage.ForcePathStyle},
 		{"storage.credentials_file", &c.Storage.CredentialsFile},
 		{"storage.accept_single_writer_risk", &c.Storage.AcceptSingleWriterRisk},
-		{"storage.request_timeout_sec", &c.Storage.RequestTimeoutSec},
+		{"storage.request_timeout_sec", seconds{&c.Storage.RequestTimeout}},
 		{"aws.max_retries", &c.AWS.MaxRetries},
-		{"flush.interval_sec", &c.Flush.IntervalSec},
+		{"flush.interval_sec", seconds{&c.Flush.Interval}},
 		{"flush.max_rows", &c.Flush.MaxRows},
 		{"flush.max_bytes", &c.Flush.MaxBytes},
-		{"flush.drain_timeout_sec", &c.Flush.DrainTimeoutSec},
+		{"flush.drain_timeout_sec", seconds{&c.Flush.DrainTimeout}},
 		{"flush.parallel_workers", &c.Flush.ParallelWorkers},
 		{"flush.cas_breaker_threshold", &c.Flush.CASBreakerThreshold},
-		{"flush.cas_breaker_window_sec", &c.Flush.CASBreakerWindowSec},
+		{"flush.cas_breaker_window_sec", seconds{&c.Flush.CASBreakerWindow}},
 		{"retry.initial_backoff", &c.Retry.InitialBackoff},
 		{"retry.max_backoff", &c.Retry.MaxBackoff},
 		{"retry.max_attempts", &c.Retry.MaxAttempts},
@@ -75,9 +104,9 @@ func leaves(c *Config) []leaf {
 		{"metrics.liveness_timeout", &c.Metrics.LivenessTimeout},
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},
 		{"guardrail.max_retained_wal_bytes", &c.Guardrail.MaxRetainedWALBytes},
-		{"schema.reconcile_interval_sec", &c.Schema.ReconcileIntervalSec},
+		{"schema.reconcile_interval_sec", seconds{&c.Schema.ReconcileInterval}},
 		{"backfill.chunk_rows", &c.Backfill.ChunkRows},
-		{"backfill.discover_interval_sec", &c.Backfill.DiscoverIntervalSec},
+		{"backfill.discover_interval_sec", seconds{&c.Backfill.DiscoverInterval}},
 		{"log.level", &c.Log.Level},
 		{"log.format", &c.Log.Format},
 		{"types", &c.Types},
@@ -114,6 +143,8 @@ func kindName(target any) string {
 	switch target.(type) {
 	case *int, *int64:
 		return "an integer"
+	case seconds:
+		return "an integer number of seconds"
 	case *time.Duration:
 		return "a duration"
 	case *bool:

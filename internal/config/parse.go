@@ -2,10 +2,12 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,23 +35,117 @@ func Load(path string, environ []string) (Config, error) {
 // Parse is Load on bytes already read; name is the file name used in error
 // messages ("pg-cdc.yml:7: ..."). Empty data gives the defaults (plus the
 // environment), which still must validate.
+//
+// Every problem is returned at once, in one error: those of the file (an
+// unknown key, a value of the wrong type), those of the overrides and the
+// values Validate refuses. A refused value is reported where it was set:
+// "pg-cdc.yml:12: flush.max_rows: must be > 0, got 0", or "environment
+// variable PGCDC_FLUSH_MAX_ROWS (flush.max_rows): ..." for an override; a
+// default has no place. The file's problems come first, in line order, then
+// the overrides' in variable order, then the defaults'. A key whose value
+// did not decode is not validated again: the value it kept is not the one
+// that was written. A file that is not a YAML mapping at all is not
+// validated either, since nothing in it could be read.
 func Parse(data []byte, name string, environ []string) (Config, error) {
 	c := Default()
 	env := envMap(environ)
-	errs := decodeFile(&c, data, name, env)
-	errs = append(errs, applyEnv(&c, env)...)
+	o := newOrigins()
+	errs, readable := decodeFile(&c, data, name, env, o)
+	errs = append(errs, applyEnv(&c, env, o)...)
 	if _, ok := env[urlEnv]; ok {
 		// An override is taken literally (applyEnv), so there is nothing
 		// to expand again.
 		c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
 	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	if readable {
+		errs = append(errs, o.locate(name, c.validate())...)
 	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
+	if len(errs) > 0 {
+		return Config{}, joinSorted(errs)
 	}
 	return c, nil
+}
+
+// joinSorted joins errs into one error: first those at a line of the file,
+// by line, then those of an environment variable, by name, then the rest,
+// each group keeping the order it was found in.
+func joinSorted(errs []*posError) error {
+	rank := func(e *posError) int {
+		switch {
+		case e.line > 0:
+			return 0
+		case e.env != "":
+			return 1
+		default:
+			return 2
+		}
+	}
+	slices.SortStableFunc(errs, func(a, b *posError) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.line, b.line), strings.Compare(a.env, b.env))
+	})
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// origins records where each key got its value, so that a problem Validate
+// finds names the line, or the variable, that set the value it refuses.
+type origins struct {
+	// lines maps a key, a list item ("tables.include[1]") or a types entry
+	// ("types.public.t.c") to the line of the file that set it.
+	lines map[string]int
+	// vars maps a key to the PGCDC_* variable that set it, over the file.
+	vars map[string]string
+	// failed holds the keys whose value in the file or the environment did
+	// not decode; each kept its earlier value, and has its error already.
+	failed map[string]bool
+}
+
+func newOrigins() *origins {
+	return &origins{lines: map[string]int{}, vars: map[string]string{}, failed: map[string]bool{}}
+}
+
+// locate places each validation problem where its value was set, and drops
+// those of keys that failed to decode or that read such a key (FieldError's
+// uses).
+func (o *origins) locate(name string, fes []*FieldError) []*posError {
+	out := make([]*posError, 0, len(fes))
+	for _, fe := range fes {
+		at := cmp.Or(fe.at, fe.Key)
+		key := leafOf(at)
+		if o.failed[key] || slices.ContainsFunc(fe.uses, func(k string) bool { return o.failed[k] }) {
+			continue
+		}
+		if v := o.vars[key]; v != "" {
+			out = append(out, &posError{env: v, msg: fmt.Sprintf("environment variable %s (%s): %s", v, fe.Key, fe.Problem), err: fe})
+			continue
+		}
+		line := o.lines[at]
+		if line == 0 {
+			line = o.lines[key]
+		}
+		if line == 0 {
+			out = append(out, &posError{msg: fe.Error(), err: fe}) // a default: it has no place
+			continue
+		}
+		out = append(out, &posError{line: line, msg: fmt.Sprintf("%s:%d: %s", name, line, fe.Error()), err: fe})
+	}
+	return out
+}
+
+// leafOf is the key a validation key belongs to: "tables.include[1]" belongs
+// to "tables.include", "types.public.t.c" to "types" (the only mapping key,
+// checked first because its entries may hold a "[").
+func leafOf(k string) string {
+	if strings.HasPrefix(k, "types.") {
+		return "types"
+	}
+	if i := strings.IndexByte(k, '['); i >= 0 {
+		return k[:i]
+	}
+	return k
 }
 
 // envMap turns "KEY=value" entries into a map. A later entry wins over an
@@ -65,55 +161,61 @@ func envMap(environ []string) map[string]string {
 	return m
 }
 
-// posError is an error located at a line of the file. It keeps the cause
+// posError is an error located at a line of the file (line > 0) or at an
+// environment variable (env), or at neither (a default). It keeps the cause
 // for errors.Is/As while printing the position the way compilers do.
 type posError struct {
-	msg string
-	err error
+	line int
+	env  string
+	msg  string
+	err  error
 }
 
 func (e *posError) Error() string { return e.msg }
 func (e *posError) Unwrap() error { return e.err }
 
 // decodeFile walks the YAML document against the known keys and sets them
-// on c. It returns every problem it finds, not only the first, so that one
-// run shows all the typos of a file.
-func decodeFile(c *Config, data []byte, name string, env map[string]string) []error {
+// on c, recording in o where each key was set. It returns every problem it
+// finds, not only the first, so that one run shows all the typos of a file;
+// readable is false when the file as a whole could not be read (bad YAML,
+// two documents, not a mapping), so that nothing in it was set.
+func decodeFile(c *Config, data []byte, name string, env map[string]string, o *origins) (errs []*posError, readable bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // an empty file: every key keeps its default
+			return nil, true // an empty file: every key keeps its default
 		}
-		return []error{yamlError(name, err)}
+		return []*posError{yamlError(name, err)}, false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return []error{yamlError(name, err)}
+			return []*posError{yamlError(name, err)}, false
 		}
 		// A second document would be silently ignored by a plain decode.
-		return []error{fmt.Errorf("%s:%d: more than one YAML document (remove the extra \"---\")", name, extra.Line)}
+		return []*posError{{line: extra.Line, msg: fmt.Sprintf("%s:%d: more than one YAML document (remove the extra \"---\")", name, extra.Line)}}, false
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			return nil
+			return nil, true
 		}
 		root = root.Content[0]
 	}
-	w := walker{name: name, env: env, schema: newSchema(c), c: c}
+	w := walker{name: name, env: env, schema: newSchema(c), c: c, origins: o}
 	w.section(root, "")
-	return w.errs
+	top := deref(root)
+	return w.errs, top.Kind == yaml.MappingNode || isNull(top)
 }
 
 // yamlError rewrites yaml.v3's "yaml: line N: msg" as "name:N: msg".
-func yamlError(name string, err error) error {
+func yamlError(name string, err error) *posError {
 	msg := err.Error()
 	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
 		if n, tail, ok := strings.Cut(rest, ": "); ok {
-			if _, convErr := strconv.Atoi(n); convErr == nil {
-				return &posError{msg: fmt.Sprintf("%s:%s: %s", name, n, tail), err: err}
+			if line, convErr := strconv.Atoi(n); convErr == nil {
+				return &posError{line: line, msg: fmt.Sprintf("%s:%s: %s", name, n, tail), err: err}
 			}
 		}
 	}
@@ -121,15 +223,16 @@ func yamlError(name string, err error) error {
 }
 
 type walker struct {
-	name   string
-	env    map[string]string
-	schema schema
-	c      *Config // the config being set, to keep the URL's template
-	errs   []error
+	name    string
+	env     map[string]string
+	schema  schema
+	c       *Config  // the config being set, to keep the URL's template
+	origins *origins // where each key was set, for Validate's errors
+	errs    []*posError
 }
 
 func (w *walker) errorf(line int, format string, args ...any) {
-	w.errs = append(w.errs, fmt.Errorf("%s:%d: %s", w.name, line, fmt.Sprintf(format, args...)))
+	w.errs = append(w.errs, &posError{line: line, msg: fmt.Sprintf("%s:%d: %s", w.name, line, fmt.Sprintf(format, args...))})
 }
 
 // deref follows an alias to the node it names (anchors are allowed, and
@@ -192,7 +295,7 @@ func (w *walker) section(node *yaml.Node, prefix string) {
 				w.errorf(k.Line, "unknown key %q%s", path, suggest(path, w.schema.paths))
 				continue
 			}
-			w.leaf(l, v)
+			w.leaf(l, k.Line, v)
 		}
 	}
 }
@@ -204,8 +307,20 @@ func nonEmpty(s, def string) string {
 	return s
 }
 
-// leaf sets one key from its YAML value.
-func (w *walker) leaf(l leaf, v *yaml.Node) {
+// leaf sets one key, written at keyLine, from its YAML value, and records
+// where it was set or that it failed (a key with any error keeps its
+// earlier value whole: a list is not set item by item).
+func (w *walker) leaf(l leaf, keyLine int, v *yaml.Node) {
+	before := len(w.errs)
+	w.setLeaf(l, v)
+	if len(w.errs) > before {
+		w.origins.failed[l.path] = true
+		return
+	}
+	w.origins.lines[l.path] = keyLine
+}
+
+func (w *walker) setLeaf(l leaf, v *yaml.Node) {
 	line := v.Line
 	v = deref(v)
 	switch t := l.target.(type) {
@@ -225,6 +340,15 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 	case *int64:
 		if n, ok := w.integer(l.path, line, v, 64); ok {
 			*t = n
+		}
+	case seconds:
+		if n, ok := w.integer(l.path, line, v, 64); ok {
+			d, inRange := secondsDuration(n)
+			if !inRange {
+				w.errorf(line, "%s: %s", l.path, secondsRangeError(n))
+				return
+			}
+			*t.d = d
 		}
 	case *bool:
 		// Only YAML's true and false: "yes", "on" and 1 are refused, so a
@@ -257,7 +381,9 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 		out := make([]string, 0, len(v.Content))
 		ok := true
 		for i, item := range v.Content {
-			s, itemOK := w.str(fmt.Sprintf("%s[%d]", l.path, i), item.Line, deref(item))
+			itemPath := fmt.Sprintf("%s[%d]", l.path, i)
+			w.origins.lines[itemPath] = item.Line
+			s, itemOK := w.str(itemPath, item.Line, deref(item))
 			out = append(out, s)
 			ok = ok && itemOK
 		}
@@ -282,6 +408,7 @@ func (w *walker) leaf(l leaf, v *yaml.Node) {
 				w.errorf(k.Line, "%s: duplicate key %q", l.path, key)
 				keyOK = false
 			}
+			w.origins.lines[l.path+"."+key] = k.Line
 			s, valOK := w.str(l.path+"."+key, val.Line, deref(val))
 			out[key] = s
 			ok = ok && keyOK && valOK
@@ -315,7 +442,7 @@ func (w *walker) str(path string, line int, v *yaml.Node) (string, bool) {
 	}
 	s, err := expand(v.Value, mapLookup(w.env))
 	if err != nil {
-		w.errs = append(w.errs, fmt.Errorf("%s:%d: %s: %w", w.name, line, path, err))
+		w.errs = append(w.errs, &posError{line: line, msg: fmt.Sprintf("%s:%d: %s: %v", w.name, line, path, err), err: err})
 		return "", false
 	}
 	return s, true

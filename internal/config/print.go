@@ -17,7 +17,9 @@ type Setting struct {
 	// Key is the dotted path as the file writes it ("flush.interval_sec").
 	Key string
 	// Value is a string, int, int64, bool, time.Duration, []string or
-	// map[string]string (a copy: changing it changes nothing).
+	// map[string]string (a copy: changing it changes nothing). A *_sec key
+	// ("flush.interval_sec") gives an int, its duration in whole seconds, as
+	// the file writes it.
 	Value any
 }
 
@@ -36,6 +38,10 @@ func (c Config) Settings() []Setting {
 			v = *t
 		case *int64:
 			v = *t
+		case seconds:
+			// Whole seconds, as Validate requires; a fraction a Config
+			// built in code holds is cut off.
+			v = int(*t.d / time.Second)
 		case *bool:
 			v = *t
 		case *time.Duration:
@@ -54,8 +60,9 @@ func (c Config) Settings() []Setting {
 
 // YAML renders c as a configuration file that sets every key, in sections.
 // Parse reads it back to the same values: strings are quoted, with "$"
-// written "$$" so nothing is expanded again, and durations are Go durations
-// ("15m"). Like Settings, it prints what it is given.
+// written "$$" so nothing is expanded again, durations are Go durations
+// ("15m") and the *_sec keys integer seconds. Like Settings, it prints what
+// it is given.
 func (c Config) YAML() ([]byte, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	sections := map[string]*yaml.Node{"": root}

@@ -4,228 +4,378 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
-// Validate checks every field and returns all problems at once, each naming
-// its key ("flush.interval_sec: must be > 0, got 0"). It never prints the
-// source URL's value, which may hold a password.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
+// FieldError is a value that Validate refuses. Its text is "key: problem",
+// the problem naming the value ("flush.max_rows: must be > 0, got 0");
+// Parse puts the file and line, or the environment variable, that set the
+// value in front.
+type FieldError struct {
+	// Key is the key ("flush.max_rows"), an item of a list key
+	// ("tables.include[1]") or an entry of types ("types.public.t.c").
+	Key string
+	// Value is the refused value as Problem shows it ("0", `"xml"`,
+	// "500ms"). It is empty for source.postgres.url and
+	// source.postgres.iam_auth, whose problem lies in the URL, which may
+	// hold a password and is never shown.
+	Value string
+	// Problem says what is wrong.
+	Problem string
+	// Err is the cause, when another parser refused the value.
+	Err error
 
-	if err := validatePostgresURL(c.Source.Postgres.URL); err != nil {
-		errs = append(errs, fmt.Errorf("source.postgres.url: %w", err))
-	} else if c.Source.Postgres.IAMAuth {
-		if err := validateIAMURL(c.Source.Postgres.URL); err != nil {
-			errs = append(errs, fmt.Errorf("source.postgres.iam_auth: %w", err))
+	// at is the key or entry whose line places the error, when not Key
+	// (types: a malformed column is reported under "types" but placed at
+	// its entry).
+	at string
+	// uses lists the other keys the check read: when one of them failed
+	// to decode, the error judges a default nobody wrote, and Parse drops
+	// it.
+	uses []string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks every field and returns all problems at once, each a
+// *FieldError naming its key and the value refused ("flush.interval_sec:
+// must be > 0, got 0"). It never prints the source URL's value, which may
+// hold a password.
+func (c Config) Validate() error {
+	fes := c.validate()
+	errs := make([]error, len(fes))
+	for i, fe := range fes {
+		errs[i] = fe
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks each section in turn, in the order of
+// docs/configuration.md.
+func (c Config) validate() []*FieldError {
+	var p problems
+	for _, check := range []func(*problems){
+		c.validateSource, c.validateTables, c.validateTypes, c.validateReplication, c.validateInit,
+		c.validateStorage, c.validateAWS, c.validateFlush, c.validateRetry, c.validateState,
+		c.validateCompaction, c.validateGC, c.validateMetrics, c.validateGuardrail, c.validateSchema,
+		c.validateBackfill, c.validateLog,
+	} {
+		check(&p)
+	}
+	return p
+}
+
+// problems collects the FieldErrors of one validation.
+type problems []*FieldError
+
+// got records that key's value v is refused, in the common shape
+// "key: problem, got v".
+func (p *problems) got(key string, v any, format string, args ...any) *FieldError {
+	return p.add(key, v, "%s, got %s", fmt.Sprintf(format, args...), showValue(v))
+}
+
+// add records a problem whose text names the value itself.
+func (p *problems) add(key string, v any, format string, args ...any) *FieldError {
+	fe := &FieldError{Key: key, Value: showValue(v), Problem: fmt.Sprintf(format, args...)}
+	*p = append(*p, fe)
+	return fe
+}
+
+// wrap records a value that another parser refused with err, whose text
+// names the value.
+func (p *problems) wrap(key string, v any, err error) *FieldError {
+	fe := &FieldError{Key: key, Value: showValue(v), Problem: err.Error(), Err: err}
+	*p = append(*p, fe)
+	return fe
+}
+
+// secs is a *_sec key's duration, shown as its key writes it.
+type secs time.Duration
+
+// showValue renders a value the way the problems quote it: strings and
+// lists of them quoted (%q), durations as Go durations, *_sec durations as
+// seconds; nil shows nothing (a secret).
+func showValue(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return strconv.Quote(t)
+	case []string:
+		return fmt.Sprintf("%q", t)
+	case secs:
+		if d := time.Duration(t); d%time.Second != 0 {
+			return d.String()
+		}
+		return strconv.FormatInt(int64(time.Duration(t)/time.Second), 10)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// positive refuses a count below 1.
+func (p *problems) positive(key string, n int64) {
+	if n <= 0 {
+		p.got(key, n, "must be > 0")
+	}
+}
+
+// offOrPositive refuses a negative count, where 0 means off.
+func (p *problems) offOrPositive(key string, n int64) {
+	if n < 0 {
+		p.got(key, n, "must be 0 (off) or positive")
+	}
+}
+
+// seconds checks a *_sec key: positive, or 0 for off when zeroIsOff, and
+// whole seconds, which is all the file can write (a value read is; one set
+// in code may not be, and would not print back).
+func (p *problems) seconds(key string, d time.Duration, zeroIsOff bool) {
+	switch {
+	case d%time.Second != 0:
+		p.got(key, secs(d), "want a whole number of seconds")
+	case zeroIsOff && d < 0:
+		p.got(key, secs(d), "must be 0 (off) or positive")
+	case !zeroIsOff && d <= 0:
+		p.got(key, secs(d), "must be > 0")
+	}
+}
+
+func (c Config) validateSource(p *problems) {
+	pg := c.Source.Postgres
+	if err := validatePostgresURL(pg.URL); err != nil {
+		p.wrap("source.postgres.url", nil, err) // nil: the URL is never shown
+	} else if pg.IAMAuth {
+		if err := validateIAMURL(pg.URL); err != nil {
+			p.wrap("source.postgres.iam_auth", nil, err) // the problem is in the URL
 		}
 	}
-	if c.Source.Postgres.Region != "" && !c.Source.Postgres.IAMAuth {
-		bad("source.postgres.region", "applies only with source.postgres.iam_auth: true")
+	if pg.Region != "" && !pg.IAMAuth {
+		p.got("source.postgres.region", pg.Region, "applies only with source.postgres.iam_auth: true").uses = []string{"source.postgres.iam_auth"}
 	}
-	if len(c.Source.Postgres.Schemas) == 0 {
-		bad("source.postgres.schemas", "must name at least one schema")
+	switch pg.Provider {
+	case ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora:
+	default:
+		p.got("source.postgres.provider", pg.Provider, "want %s, %s, %s or %s", ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora)
 	}
-	for i, s := range c.Source.Postgres.Schemas {
+	if len(pg.Schemas) == 0 {
+		p.got("source.postgres.schemas", pg.Schemas, "must name at least one schema")
+	}
+	for i, s := range pg.Schemas {
 		key := fmt.Sprintf("source.postgres.schemas[%d]", i)
 		switch {
 		// Any other name PostgreSQL allows is taken as it is, in its exact
 		// case and without quotes: "Sales", "a.b", "x y" and `we"ird` name
 		// the schemas of those names (pg-cdc quotes them in SQL itself).
 		case s == "":
-			bad(key, "must not be empty")
+			p.got(key, s, "must not be empty")
 		case len(s) > 63:
 			// PostgreSQL truncates longer names to 63 bytes (NAMEDATALEN-1),
 			// so no schema can have this name.
-			bad(key, "%q is %d bytes long; PostgreSQL names are at most 63 bytes", s, len(s))
+			p.add(key, s, "%q is %d bytes long; PostgreSQL names are at most 63 bytes", s, len(s))
 		case strings.IndexByte(s, 0) >= 0:
-			bad(key, "%q contains a NUL byte, which no PostgreSQL name can hold", s)
-		case slices.Index(c.Source.Postgres.Schemas, s) < i:
-			bad(key, "%q is listed twice", s)
+			p.add(key, s, "%q contains a NUL byte, which no PostgreSQL name can hold", s)
+		case slices.Index(pg.Schemas, s) < i:
+			p.add(key, s, "%q is listed twice", s)
 		}
 	}
+}
 
-	switch c.Source.Postgres.Provider {
-	case ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora:
-	default:
-		bad("source.postgres.provider", "want %s, %s, %s or %s, got %q", ProviderAuto, ProviderSelfManaged, ProviderRDS, ProviderAurora, c.Source.Postgres.Provider)
-	}
-
-	for _, col := range slices.Sorted(maps.Keys(c.Types)) {
-		key := "types." + col
-		if _, _, _, err := ParseColumnRef(col); err != nil {
-			errs = append(errs, fmt.Errorf("types: %w", err))
-		} else if r := c.Types[col]; !slices.Contains(Representations, r) {
-			bad(key, "unknown representation %q; want one of %s", r, strings.Join(Representations, ", "))
-		}
-	}
-
+func (c Config) validateTables(p *problems) {
+	schemas := c.Source.Postgres.Schemas
 	for i, s := range c.Tables.Include {
 		key := fmt.Sprintf("tables.include[%d]", i)
 		id, err := cdc.ParseTableID(s)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			p.wrap(key, s, err)
 		case slices.Index(c.Tables.Include, s) < i:
-			bad(key, "%q is listed twice", s)
-		case len(c.Source.Postgres.Schemas) > 0 && !slices.Contains(c.Source.Postgres.Schemas, id.Schema):
+			p.add(key, s, "%q is listed twice", s)
+		case len(schemas) > 0 && !slices.Contains(schemas, id.Schema):
 			// Capturing it would silently do nothing: the schema is not read.
-			bad(key, "schema %q of %q is not in source.postgres.schemas %q", id.Schema, s, c.Source.Postgres.Schemas)
+			p.add(key, s, "schema %q of %q is not in source.postgres.schemas %q", id.Schema, s, schemas).uses = []string{"source.postgres.schemas"}
 		}
 	}
-	for i, p := range c.Tables.Exclude {
+	for i, pat := range c.Tables.Exclude {
 		key := fmt.Sprintf("tables.exclude[%d]", i)
-		if _, err := path.Match(p, ""); err != nil {
-			bad(key, "invalid pattern %q: %v", p, err)
+		if _, err := path.Match(pat, ""); err != nil {
+			p.add(key, pat, "invalid pattern %q: %v", pat, err)
 			continue
 		}
 		// "orders" can never match "schema.table", so it would exclude
 		// nothing; a glob such as "*_tmp" may still match across the dot.
-		if !strings.Contains(p, ".") && !strings.ContainsAny(p, `*?[\`) {
-			bad(key, "%q matches no table: write the schema-qualified name, e.g. public.%s", p, p)
+		if !strings.Contains(pat, ".") && !strings.ContainsAny(pat, `*?[\`) {
+			p.add(key, pat, "%q matches no table: write the schema-qualified name, e.g. public.%s", pat, pat)
 		}
 	}
+}
 
-	if err := validIdentifier(c.Replication.Publication); err != nil {
-		errs = append(errs, fmt.Errorf("replication.publication: %w", err))
-	}
-	if err := validSlotName(c.Replication.Slot); err != nil {
-		errs = append(errs, fmt.Errorf("replication.slot: %w", err))
-	}
-
-	seconds := []struct {
-		key string
-		v   int
-	}{
-		{"replication.standby_interval_sec", c.Replication.StandbyIntervalSec},
-		{"flush.interval_sec", c.Flush.IntervalSec},
-		{"flush.drain_timeout_sec", c.Flush.DrainTimeoutSec},
-		{"flush.cas_breaker_window_sec", c.Flush.CASBreakerWindowSec},
-		{"storage.request_timeout_sec", c.Storage.RequestTimeoutSec},
-	}
-	for _, s := range seconds {
-		switch {
-		case s.v <= 0:
-			bad(s.key, "must be > 0, got %d", s.v)
-		case int64(s.v) > math.MaxInt64/int64(time.Second):
-			bad(s.key, "%d seconds is too long", s.v)
+func (c Config) validateTypes(p *problems) {
+	for _, col := range slices.Sorted(maps.Keys(c.Types)) {
+		key := "types." + col
+		if _, _, _, err := ParseColumnRef(col); err != nil {
+			// Under "types": the entry's name is the mistake, so
+			// "types.<name>" would not name a key.
+			p.wrap("types", col, err).at = key
+		} else if r := c.Types[col]; !slices.Contains(Representations, r) {
+			p.add(key, r, "unknown representation %q; want one of %s", r, strings.Join(Representations, ", "))
 		}
 	}
-	counts := []struct {
-		key string
-		v   int64
-	}{
-		{"replication.memory_budget_bytes", c.Replication.MemoryBudgetBytes},
-		{"init.parallel_workers", int64(c.Init.ParallelWorkers)},
-		{"flush.max_rows", int64(c.Flush.MaxRows)},
-		{"flush.max_bytes", c.Flush.MaxBytes},
-		{"flush.parallel_workers", int64(c.Flush.ParallelWorkers)},
-		{"flush.cas_breaker_threshold", int64(c.Flush.CASBreakerThreshold)},
-		{"retry.max_attempts", int64(c.Retry.MaxAttempts)},
-		{"compaction.memory_budget_bytes", c.Compaction.MemoryBudgetBytes},
-		{"compaction.target_file_bytes", c.Compaction.TargetFileBytes},
-	}
-	for _, n := range counts {
-		if n.v <= 0 {
-			bad(n.key, "must be > 0, got %d", n.v)
-		}
-	}
+}
 
-	if c.Compaction.Interval < 0 {
-		bad("compaction.interval", "must be 0 (off) or positive, got %s", c.Compaction.Interval)
+func (c Config) validateReplication(p *problems) {
+	r := c.Replication
+	if err := validIdentifier(r.Publication); err != nil {
+		p.wrap("replication.publication", r.Publication, err)
 	}
-	if c.Compaction.TombstoneTTL <= 0 {
-		bad("compaction.tombstone_ttl", "must be > 0, got %s", c.Compaction.TombstoneTTL)
+	if err := validSlotName(r.Slot); err != nil {
+		p.wrap("replication.slot", r.Slot, err)
 	}
-	if c.GC.GracePeriod <= 0 {
-		bad("gc.grace_period", "must be > 0 (and longer than any flush, compaction or reader), got %s", c.GC.GracePeriod)
-	}
-	if c.Replication.ReceiveTimeoutSec <= 0 {
-		bad("replication.receive_timeout_sec", "must be > 0, got %d", c.Replication.ReceiveTimeoutSec)
-	}
-	if c.Replication.HeartbeatIntervalSec < 0 {
-		bad("replication.heartbeat_interval_sec", "must be 0 (off) or positive, got %d", c.Replication.HeartbeatIntervalSec)
-	}
-	if c.Metrics.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
-			bad("metrics.listen", "must be host:port (or empty for off), got %q", c.Metrics.Listen)
-		}
-	}
-	if c.Metrics.LivenessTimeout <= 0 {
-		bad("metrics.liveness_timeout", "must be > 0, got %s", c.Metrics.LivenessTimeout)
-	}
-	if c.Metrics.ReadinessMaxLag <= 0 {
-		bad("metrics.readiness_max_lag", "must be > 0, got %s", c.Metrics.ReadinessMaxLag)
-	}
-	if c.Backfill.ChunkRows <= 0 {
-		bad("backfill.chunk_rows", "must be > 0, got %d", c.Backfill.ChunkRows)
-	}
-	if c.Backfill.DiscoverIntervalSec < 0 {
-		bad("backfill.discover_interval_sec", "must be 0 (off) or positive, got %d", c.Backfill.DiscoverIntervalSec)
-	}
-	if c.Schema.ReconcileIntervalSec < 0 {
-		bad("schema.reconcile_interval_sec", "must be 0 (off) or positive, got %d", c.Schema.ReconcileIntervalSec)
-	}
-	if c.Guardrail.MaxRetainedWALBytes < 0 {
-		bad("guardrail.max_retained_wal_bytes", "must be 0 (off) or positive, got %d", c.Guardrail.MaxRetainedWALBytes)
-	}
+	p.seconds("replication.standby_interval_sec", r.StandbyInterval, false)
+	p.positive("replication.memory_budget_bytes", r.MemoryBudgetBytes)
+	p.seconds("replication.heartbeat_interval_sec", r.HeartbeatInterval, true)
+	p.seconds("replication.receive_timeout_sec", r.ReceiveTimeout, false)
+}
 
-	switch c.Storage.Type {
+func (c Config) validateInit(p *problems) {
+	p.positive("init.parallel_workers", int64(c.Init.ParallelWorkers))
+}
+
+func (c Config) validateStorage(p *problems) {
+	s := c.Storage
+	p.seconds("storage.request_timeout_sec", s.RequestTimeout, false)
+	var sink problems // the checks that follow from storage.type
+	switch s.Type {
 	case StorageFilesystem:
-		if c.Storage.Path == "" {
-			bad("storage.path", "required for the filesystem sink")
+		if s.Path == "" {
+			sink.got("storage.path", s.Path, "required for the filesystem sink")
 		}
 	case StorageS3, StorageGCS:
-		if c.Storage.Bucket == "" {
-			bad("storage.bucket", "required for the %s sink", c.Storage.Type)
+		if s.Bucket == "" {
+			sink.got("storage.bucket", s.Bucket, "required for the %s sink", s.Type)
 		}
-		if p := c.Storage.Prefix; p != "" && (strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || slices.Contains(strings.Split(p, "/"), "..") || slices.Contains(strings.Split(p, "/"), "")) {
-			bad("storage.prefix", "want a relative key prefix such as \"cdc/app\" (no leading or trailing /, no empty or .. parts), got %q", p)
+		if pf := s.Prefix; pf != "" && (strings.HasPrefix(pf, "/") || strings.HasSuffix(pf, "/") || slices.Contains(strings.Split(pf, "/"), "..") || slices.Contains(strings.Split(pf, "/"), "")) {
+			sink.got("storage.prefix", pf, "want a relative key prefix such as \"cdc/app\" (no leading or trailing /, no empty or .. parts)")
 		}
-		if c.Storage.Type == StorageGCS && (c.Storage.Region != "" || c.Storage.ForcePathStyle) {
-			bad("storage.region", "region and force_path_style apply to s3 only")
+		if s.Type == StorageGCS && s.Region != "" {
+			sink.got("storage.region", s.Region, "region and force_path_style apply to s3 only")
 		}
-		if c.Storage.Type == StorageS3 && c.Storage.CredentialsFile != "" {
-			bad("storage.credentials_file", "applies to gcs only; S3 credentials come from the standard AWS chain")
+		if s.Type == StorageGCS && s.ForcePathStyle {
+			sink.got("storage.force_path_style", s.ForcePathStyle, "region and force_path_style apply to s3 only")
+		}
+		if s.Type == StorageS3 && s.CredentialsFile != "" {
+			sink.got("storage.credentials_file", s.CredentialsFile, "applies to gcs only; S3 credentials come from the standard AWS chain")
 		}
 	default:
-		bad("storage.type", "unknown sink type %q; want %q, %q or %q", c.Storage.Type, StorageFilesystem, StorageS3, StorageGCS)
+		p.add("storage.type", s.Type, "unknown sink type %q; want %q, %q or %q", s.Type, StorageFilesystem, StorageS3, StorageGCS)
 	}
-	switch {
-	case c.Retry.InitialBackoff <= 0:
-		bad("retry.initial_backoff", "must be > 0, got %s", c.Retry.InitialBackoff)
-	case c.Retry.MaxBackoff < c.Retry.InitialBackoff:
-		bad("retry.max_backoff", "must be at least retry.initial_backoff (%s), got %s", c.Retry.InitialBackoff, c.Retry.MaxBackoff)
+	for _, fe := range sink {
+		fe.uses = []string{"storage.type"}
 	}
-	if c.AWS.MaxRetries < 0 || c.AWS.MaxRetries > 100 {
-		bad("aws.max_retries", "want 0 to 100, got %d", c.AWS.MaxRetries)
-	}
-	if c.State.Path == "" {
-		bad("state.path", "required")
-	}
+	*p = append(*p, sink...)
+}
 
+func (c Config) validateAWS(p *problems) {
+	if n := c.AWS.MaxRetries; n < 0 || n > 100 {
+		p.got("aws.max_retries", n, "want 0 to 100")
+	}
+}
+
+func (c Config) validateFlush(p *problems) {
+	f := c.Flush
+	p.seconds("flush.interval_sec", f.Interval, false)
+	p.positive("flush.max_rows", int64(f.MaxRows))
+	p.positive("flush.max_bytes", f.MaxBytes)
+	p.seconds("flush.drain_timeout_sec", f.DrainTimeout, false)
+	p.positive("flush.parallel_workers", int64(f.ParallelWorkers))
+	p.positive("flush.cas_breaker_threshold", int64(f.CASBreakerThreshold))
+	p.seconds("flush.cas_breaker_window_sec", f.CASBreakerWindow, false)
+}
+
+func (c Config) validateRetry(p *problems) {
+	r := c.Retry
+	switch {
+	case r.InitialBackoff <= 0:
+		p.got("retry.initial_backoff", r.InitialBackoff, "must be > 0")
+	case r.MaxBackoff < r.InitialBackoff:
+		p.got("retry.max_backoff", r.MaxBackoff, "must be at least retry.initial_backoff (%s)", r.InitialBackoff).uses = []string{"retry.initial_backoff"}
+	}
+	p.positive("retry.max_attempts", int64(r.MaxAttempts))
+}
+
+func (c Config) validateState(p *problems) {
+	if c.State.Path == "" {
+		p.got("state.path", c.State.Path, "required")
+	}
+}
+
+func (c Config) validateCompaction(p *problems) {
+	cc := c.Compaction
+	if cc.Interval < 0 {
+		p.got("compaction.interval", cc.Interval, "must be 0 (off) or positive")
+	}
+	if cc.TombstoneTTL <= 0 {
+		p.got("compaction.tombstone_ttl", cc.TombstoneTTL, "must be > 0")
+	}
+	p.positive("compaction.memory_budget_bytes", cc.MemoryBudgetBytes)
+	p.positive("compaction.target_file_bytes", cc.TargetFileBytes)
+}
+
+func (c Config) validateGC(p *problems) {
+	if c.GC.GracePeriod <= 0 {
+		p.got("gc.grace_period", c.GC.GracePeriod, "must be > 0 (and longer than any flush, compaction or reader)")
+	}
+}
+
+func (c Config) validateMetrics(p *problems) {
+	m := c.Metrics
+	if m.Listen != "" {
+		if _, _, err := net.SplitHostPort(m.Listen); err != nil {
+			p.got("metrics.listen", m.Listen, "must be host:port (or empty for off)")
+		}
+	}
+	if m.LivenessTimeout <= 0 {
+		p.got("metrics.liveness_timeout", m.LivenessTimeout, "must be > 0")
+	}
+	if m.ReadinessMaxLag <= 0 {
+		p.got("metrics.readiness_max_lag", m.ReadinessMaxLag, "must be > 0")
+	}
+}
+
+func (c Config) validateGuardrail(p *problems) {
+	p.offOrPositive("guardrail.max_retained_wal_bytes", c.Guardrail.MaxRetainedWALBytes)
+}
+
+func (c Config) validateSchema(p *problems) {
+	p.seconds("schema.reconcile_interval_sec", c.Schema.ReconcileInterval, true)
+}
+
+func (c Config) validateBackfill(p *problems) {
+	p.positive("backfill.chunk_rows", int64(c.Backfill.ChunkRows))
+	p.seconds("backfill.discover_interval_sec", c.Backfill.DiscoverInterval, true)
+}
+
+func (c Config) validateLog(p *problems) {
 	switch c.Log.Level {
 	case LogLevelDebug, LogLevelInfo, LogLevelWarn, LogLevelError:
 	default:
-		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+		p.got("log.level", c.Log.Level, "want debug, info, warn or error")
 	}
 	switch c.Log.Format {
 	case LogFormatText, LogFormatJSON:
 	default:
-		bad("log.format", "want text or json, got %q", c.Log.Format)
+		p.got("log.format", c.Log.Format, "want text or json")
 	}
-	return errors.Join(errs...)
 }
 
 // validatePostgresURL accepts postgres:// and postgresql:// URLs. Its errors
