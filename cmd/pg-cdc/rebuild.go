@@ -298,10 +298,7 @@ func (sw rebuildSwitch) apply(m *manifest.Manifest) error {
 			return err
 		}
 	}
-	m.History = append(m.History, manifest.EpochRecord{Epoch: m.Epoch, EndLSN: sw.lsn, MaxCommitTime: sw.snapTime, FlushedAt: sw.now.UTC()})
-	if len(m.History) > manifest.HistoryLimit {
-		m.History = m.History[len(m.History)-manifest.HistoryLimit:]
-	}
+	m.AppendHistory(manifest.EpochRecord{Epoch: m.Epoch, EndLSN: sw.lsn, MaxCommitTime: sw.snapTime, FlushedAt: sw.now.UTC()})
 	return nil
 }
 

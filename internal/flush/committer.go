@@ -3,9 +3,6 @@ package flush
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -52,28 +49,39 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 	}
 
 	// Step 1: delta files, in parallel across tables.
-	type uploaded struct {
-		key      string
-		rows     int64
-		bytes    int64
-		adjusted map[string]int64
-		td       *tableDelta
-		gen      string
+	keys, err := deltaKeys(e, m)
+	if err != nil {
+		return Result{}, err
 	}
-	var (
-		mu    sync.Mutex
-		files []uploaded
-	)
-	// Every table must be known before any upload starts, so an error never
-	// returns while uploads are still running.
-	// A table written under two schema versions in this epoch has a file
-	// (and a delta entry) per version, numbered in write order.
+	deltas, err := c.upload(ctx, e, keys)
+	if err != nil {
+		return Result{}, fmt.Errorf("flush epoch %d: write delta files: %w", e.Number, err)
+	}
+	failpoint.Inject("flush/after-deltas")
+
+	// Step 2: the manifest, with CAS. The mutation is monotonic so that a
+	// conflict retry re-applies it to a fresh manifest safely.
+	u := e.uploaded(deltas, c.Now())
+	if _, err := c.Manifest.Commit(ctx, func(m *manifest.Manifest) error { return applyEpoch(m, u) }); err != nil {
+		return Result{}, fmt.Errorf("flush epoch %d: %w", e.Number, err)
+	}
+	failpoint.Inject("flush/after-manifest")
+	return u.result(), nil
+}
+
+// deltaKeys names the delta file of every segment of e (DESIGN §1 rule 6),
+// under the generation m gives the table unless the segment names one. A
+// table written under two schema versions in this epoch has a file (and a
+// delta entry) per version, numbered in write order. Every table must be
+// in m before any upload starts, so an error never returns while uploads
+// are still running.
+func deltaKeys(e *Epoch, m *manifest.Manifest) (map[segment]string, error) {
 	keys := make(map[segment]string, len(e.order))
 	parts := map[cdc.TableID]int{}
 	for _, seg := range e.order {
 		mt := m.Tables[seg.id.String()]
 		if mt == nil {
-			return Result{}, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, seg.id)
+			return nil, fmt.Errorf("flush epoch %d: table %s is not in the manifest", e.Number, seg.id)
 		}
 		gen := mt.Generation
 		if seg.gen != "" {
@@ -82,9 +90,17 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 		keys[seg] = manifest.FileKey(seg.id, gen, manifest.KindDelta, e.Number, parts[seg.id])
 		parts[seg.id]++
 	}
+	return keys, nil
+}
+
+// upload finishes every segment's delta file and puts it under its key, at
+// most Workers at a time. A failed upload is wrapped with
+// blob.ErrUnavailable. It returns the uploaded files in e.order.
+func (c *Committer) upload(ctx context.Context, e *Epoch, keys map[segment]string) ([]uploadedDelta, error) {
+	out := make([]uploadedDelta, len(e.order)) // each goroutine fills its own element
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, c.Workers))
-	for _, seg := range e.order {
+	for i, seg := range e.order {
 		td, key := e.tables[seg], keys[seg]
 		g.Go(func() error {
 			size, err := td.file.Finish()
@@ -94,105 +110,43 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 			if err := td.file.Upload(gctx, c.Store, key); err != nil {
 				return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
 			}
-			mu.Lock()
-			files = append(files, uploaded{key: key, rows: td.file.Rows(), bytes: size, adjusted: td.file.Adjusted(), td: td, gen: seg.gen})
-			mu.Unlock()
+			out[i] = uploadedDelta{
+				Table: td.table.ID, Generation: seg.gen, SchemaVersion: td.table.SchemaVersion,
+				Key: key, Rows: td.file.Rows(), Bytes: size, MinLSN: td.minLSN, MaxLSN: td.maxLSN,
+				Adjusted: td.file.Adjusted(), UnrecoveredTOAST: td.unrecovered,
+			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Result{}, fmt.Errorf("flush epoch %d: write delta files: %w", e.Number, err)
+		return nil, err
 	}
-	failpoint.Inject("flush/after-deltas")
-	// Uploads finish in any order; the manifest lists a table's deltas in
-	// the order they were written (their part numbers).
-	slices.SortFunc(files, func(a, b uploaded) int { return strings.Compare(a.key, b.key) })
+	return out, nil
+}
 
-	// Step 2: the manifest, with CAS. The mutation is monotonic so that a
-	// conflict retry re-applies it to a fresh manifest safely.
-	now := c.Now().UTC()
-	rec := manifest.EpochRecord{Epoch: e.Number, EndLSN: e.endLSN, MaxCommitTime: e.maxCommitTime.UTC(), FlushedAt: now}
-	res := Result{Epoch: e.Number, Tables: len(files), Durable: rec}
-	_, err := c.Manifest.Commit(ctx, func(m *manifest.Manifest) error {
-		if m.Epoch >= e.Number {
-			return fmt.Errorf("flush epoch %d: another writer committed epoch %d", e.Number, m.Epoch)
-		}
-		// Schema versions first: a delta names the version it was written
-		// with, and both land in this one write.
-		for _, ns := range e.schemas {
-			t := m.Tables[ns.Table.String()]
-			if t == nil {
-				return fmt.Errorf("flush epoch %d: table %s vanished from the manifest", e.Number, ns.Table)
-			}
-			if t.SchemaAt(ns.Version) != nil && ns.Version != 0 {
-				return fmt.Errorf("flush epoch %d: table %s already has schema version %d", e.Number, ns.Table, ns.Version)
-			}
-			t.Schemas = append(t.Schemas, manifest.SchemaVersion{Version: ns.Version, FromEpoch: e.Number, Columns: ns.Columns})
-			t.SchemaVersion = max(t.SchemaVersion, ns.Version)
-		}
-		for _, u := range e.labels {
-			t := m.Tables[u.Table.String()]
-			if t == nil {
-				continue
-			}
-			if sv := t.SchemaAt(u.Version); sv != nil && u.Version != 0 {
-				for i := range sv.Columns {
-					if c := &sv.Columns[i]; c.FieldID == u.FieldID && len(u.Labels) > len(c.EnumLabels) {
-						c.EnumLabels = u.Labels
-					}
-				}
-			}
-		}
-		for _, f := range files {
-			t := m.Tables[f.td.table.ID.String()]
-			if t == nil {
-				return fmt.Errorf("flush epoch %d: table %s vanished from the manifest", e.Number, f.td.table.ID)
-			}
-			version := f.td.table.SchemaVersion
-			if version == 0 {
-				version = t.SchemaVersion
-			}
-			d := manifest.Delta{
-				Epoch: e.Number, MinLSN: f.td.minLSN, MaxLSN: f.td.maxLSN, Rows: f.rows,
-				SchemaVersion:    version,
-				Files:            []manifest.File{{Path: f.key, Rows: f.rows, Bytes: f.bytes}},
-				Adjusted:         f.adjusted,
-				UnrecoveredTOAST: f.td.unrecovered,
-			}
-			switch {
-			case f.gen == "" || f.gen == t.Generation:
-				t.Deltas = append(t.Deltas, d)
-			case t.Resnapshot != nil && t.Resnapshot.Generation == f.gen:
-				t.Resnapshot.Deltas = append(t.Resnapshot.Deltas, d)
-			default:
-				return fmt.Errorf("flush epoch %d: table %s has no generation %s being built", e.Number, f.td.table.ID, f.gen)
-			}
-		}
-		for _, fn := range e.also {
-			if err := fn(m); err != nil {
-				return err
-			}
-		}
-		m.Epoch = e.Number
-		m.EndLSN = max(m.EndLSN, e.endLSN)
-		m.History = append(m.History, rec)
-		if n := len(m.History); n > manifest.HistoryLimit {
-			m.History = append([]manifest.EpochRecord(nil), m.History[n-manifest.HistoryLimit:]...)
-		}
-		return nil
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("flush epoch %d: %w", e.Number, err)
+// uploaded describes e for its manifest write once its delta files
+// (deltas) are in the store; now is the flush time.
+func (e *Epoch) uploaded(deltas []uploadedDelta, now time.Time) *uploadedEpoch {
+	return &uploadedEpoch{
+		Record:  manifest.EpochRecord{Epoch: e.Number, EndLSN: e.endLSN, MaxCommitTime: e.maxCommitTime.UTC(), FlushedAt: now.UTC()},
+		Schemas: e.schemas,
+		Labels:  e.labels,
+		Deltas:  deltas,
+		Also:    e.also,
 	}
-	failpoint.Inject("flush/after-manifest")
-	for _, f := range files {
-		res.Rows += f.rows
-		res.Bytes += f.bytes
-		for _, n := range f.adjusted {
+}
+
+// result sums up the committed epoch u.
+func (u *uploadedEpoch) result() Result {
+	res := Result{Epoch: u.Record.Epoch, Tables: len(u.Deltas), Durable: u.Record}
+	for _, d := range u.Deltas {
+		res.Rows += d.Rows
+		res.Bytes += d.Bytes
+		for _, n := range d.Adjusted {
 			res.Adjusted += n
 		}
 	}
-	return res, nil
+	return res
 }
 
 // AdvanceIdle records an idle position in the manifest (no new epoch, no

@@ -10,7 +10,10 @@
 // files it does not name are invisible and a replayed flush overwrites them.
 //
 // The planner (Due, IdleAdvance) is pure: it takes sizes and the time as
-// inputs. Epoch buffers committed transactions; Committer performs the I/O.
+// inputs. Epoch buffers committed transactions; Committer performs the I/O:
+// it uploads the delta files, then commits the manifest edit that
+// applyEpoch, a pure function of the manifest, the uploaded files and the
+// flush time, makes (tested with golden manifests under testdata/apply).
 // An epoch only ever holds whole transactions: the caller adds a
 // transaction's rows and then marks its commit, and flushes only between
 // transactions.

@@ -259,6 +259,19 @@ type EpochRecord struct {
 	FlushedAt     time.Time `json:"flushed_at"`
 }
 
+// AppendHistory records rec as the newest entry of the recent history and
+// keeps only the HistoryLimit newest. A trimmed history is a fresh copy: it
+// shares no backing array with the longer slice it replaces, so the dropped
+// records are not kept alive and an earlier holder of History sees no
+// change. Every writer that adds an epoch (the flush, a rebuild) records it
+// here.
+func (m *Manifest) AppendHistory(rec EpochRecord) {
+	m.History = append(m.History, rec)
+	if n := len(m.History); n > HistoryLimit {
+		m.History = append([]EpochRecord(nil), m.History[n-HistoryLimit:]...)
+	}
+}
+
 // Decode parses and validates a manifest. Unknown fields are accepted (a
 // newer writer may add fields); a different format version is refused.
 func Decode(data []byte) (*Manifest, error) {
