@@ -12,6 +12,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
 var (
@@ -75,8 +77,9 @@ type Locker interface {
 // after the store's own retries: a network error, a 5xx, a timeout), as
 // opposed to a verdict such as ErrNotFound or ErrPrecondition. Callers that
 // can redo their work from the manifest (the streamer) retry on it with
-// backoff; it says nothing about whether a failed write was applied.
-var ErrUnavailable = errors.New("sink request failed")
+// backoff; it says nothing about whether a failed write was applied. It is
+// transient (cdc.IsTransient).
+var ErrUnavailable = cdc.NewTransient("sink request failed")
 
 // ErrLocked is returned by LockWriter when another process holds the lock.
 var ErrLocked = errors.New("sink writer lock is held by another process")

@@ -1,6 +1,8 @@
 package cdc
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -90,5 +92,39 @@ func TestParseTableID(t *testing.T) {
 		if _, err := ParseTableID(bad); err == nil {
 			t.Errorf("ParseTableID(%q) accepted", bad)
 		}
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	base := errors.New("connection reset")
+	sentinel := NewTransient("sink request failed")
+	terminal := &Error{Class: ErrSlotLost, Msg: "slot s", Cause: Transient(base)}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"says nothing", base, false},
+		{"marked", Transient(base), true},
+		{"marked, wrapped", fmt.Errorf("receive: %w", Transient(base)), true},
+		{"sentinel, wrapped", fmt.Errorf("upload: %w: %w", sentinel, base), true},
+		{"classified error", &Error{Class: ErrSlotLost, Msg: "slot s"}, false},
+		{"classified error over a transient cause", terminal, false},
+		{"transient over a classified error", Transient(terminal), false},
+		{"joined with a terminal", errors.Join(Transient(base), &Error{Class: ErrData, Msg: "x"}), false},
+	} {
+		if got := IsTransient(c.err); got != c.want {
+			t.Errorf("%s: IsTransient(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	if !errors.Is(fmt.Errorf("x: %w", sentinel), sentinel) || errors.Is(NewTransient("sink request failed"), sentinel) {
+		t.Error("a transient sentinel is matched by identity")
+	}
+	if !errors.Is(terminal, ErrSlotLost) || !errors.Is(terminal, base) || HintOf(terminal) != "" {
+		t.Error("an Error keeps its class and its cause")
+	}
+	if got := terminal.Error(); got != "slot s: connection reset: replication slot lost" {
+		t.Errorf("Error() = %q", got)
 	}
 }

@@ -115,7 +115,7 @@ func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", serverName(&cfg.Config), err)
+		return nil, fmt.Errorf("connect to %s: %w", serverName(&cfg.Config), classify(err))
 	}
 	return c, nil
 }
@@ -155,10 +155,10 @@ func closeConn(c *pgx.Conn) {
 func (db *DB) with(ctx context.Context, fn func(*pgx.Conn) error) error {
 	c, err := db.acquire(ctx)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	defer db.release(c)
-	return fn(c)
+	return classify(fn(c))
 }
 
 // Identity identifies the upstream cluster and database; the manifest records

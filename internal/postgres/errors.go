@@ -109,6 +109,20 @@ func IsTransient(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// classify gives err the behaviour cdc.IsTransient reads: marked transient
+// when IsTransient says a new attempt may get past it. Errors that already
+// say (a *cdc.Error, an earlier classification) are returned as they are.
+// The adapter applies it where its errors leave a connection (DB.with,
+// connect, the replication connection's calls), so callers never have to
+// ask this package what an error means.
+func classify(err error) error {
+	var says interface{ Transient() bool }
+	if err == nil || errors.As(err, &says) || !IsTransient(err) {
+		return err
+	}
+	return cdc.Transient(err)
+}
+
 // tlsSetupError reports a TLS failure that is configuration, not the
 // network: a server certificate that does not verify against sslrootcert
 // (or the host name), or a server without TLS when sslmode requires it.

@@ -178,3 +178,38 @@ func contains(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestClassify: what leaves the adapter says whether it is transient, so
+// a caller asks cdc.IsTransient and never this package.
+func TestClassify(t *testing.T) {
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"network error", reset, true},
+		{"server shutting down", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, true},
+		{"replication ended", ErrReplicationEnded, true},
+		{"deadline", context.DeadlineExceeded, true},
+		{"password refused", &pgconn.PgError{Code: "28P01", Message: "password authentication failed"}, false},
+		{"syntax error", &pgconn.PgError{Code: "42601"}, false},
+		{"stop request", context.Canceled, false},
+		{"slot lost", &cdc.Error{Class: cdc.ErrSlotLost, Msg: "slot s"}, false},
+	} {
+		err := fmt.Errorf("read identity of db: %w", classify(c.err))
+		if got := cdc.IsTransient(err); got != c.want {
+			t.Errorf("%s: cdc.IsTransient = %v, want %v", c.name, got, c.want)
+		}
+		if !errors.Is(err, c.err) && !errors.As(err, new(*pgconn.PgError)) {
+			t.Errorf("%s: the cause is lost: %v", c.name, err)
+		}
+	}
+	if classify(nil) != nil {
+		t.Error("classify(nil) != nil")
+	}
+	once := classify(reset)
+	if classify(once) != once {
+		t.Error("an error classified once is classified again")
+	}
+}

@@ -49,7 +49,7 @@ func ConnectReplication(ctx context.Context, spec ConnSpec) (*ReplConn, error) {
 	server := serverName(cfg)
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open replication connection to %s: %w", server, err)
+		return nil, fmt.Errorf("open replication connection to %s: %w", server, classify(err))
 	}
 	return &ReplConn{conn: conn, server: server}, nil
 }
@@ -60,7 +60,7 @@ func ConnectReplication(ctx context.Context, spec ConnSpec) (*ReplConn, error) {
 func (r *ReplConn) IdentifySystem(ctx context.Context) (Identity, cdc.LSN, error) {
 	res, err := pglogrepl.IdentifySystem(ctx, r.conn)
 	if err != nil {
-		return Identity{}, 0, fmt.Errorf("identify system %s: %w", r.server, err)
+		return Identity{}, 0, fmt.Errorf("identify system %s: %w", r.server, classify(err))
 	}
 	return Identity{SystemIdentifier: res.SystemID, Timeline: res.Timeline, Database: res.DBName}, cdc.LSN(res.XLogPos), nil
 }
@@ -119,7 +119,7 @@ func (r *ReplConn) StartReplication(ctx context.Context, slot, publication strin
 				return lost
 			}
 		}
-		return fmt.Errorf("start replication from slot %q on %s: %w", slot, r.server, err)
+		return fmt.Errorf("start replication from slot %q on %s: %w", slot, r.server, classify(err))
 	}
 	r.slot = slot
 	// Only now: the start-up exchange is a few small messages. Without the
@@ -188,7 +188,7 @@ func (r *ReplConn) Receive(ctx context.Context) (Message, error) {
 					return Message{}, lost
 				}
 			}
-			return Message{}, fmt.Errorf("receive from replication slot %q on %s: %w", r.slot, r.server, err)
+			return Message{}, fmt.Errorf("receive from replication slot %q on %s: %w", r.slot, r.server, classify(err))
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
@@ -202,12 +202,12 @@ func (r *ReplConn) Receive(ctx context.Context) (Message, error) {
 			if lost := slotError(pgErr, r.slot, r.server, false); lost != nil {
 				return Message{}, lost
 			}
-			return Message{}, fmt.Errorf("replication slot %q on %s: %w", r.slot, r.server, pgErr)
+			return Message{}, fmt.Errorf("replication slot %q on %s: %w", r.slot, r.server, classify(pgErr))
 		case *pgproto3.CopyDone, *pgproto3.CommandComplete, *pgproto3.ReadyForQuery:
 			// The walsender ends the stream this way when the server shuts
 			// down; pgconn may hand over the CommandComplete that follows
 			// CopyDone first.
-			return Message{}, fmt.Errorf("replication slot %q on %s: %w (%T)", r.slot, r.server, ErrReplicationEnded, msg)
+			return Message{}, fmt.Errorf("replication slot %q on %s: %w (%T)", r.slot, r.server, classify(ErrReplicationEnded), msg)
 		case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus:
 			continue
 		default:
@@ -345,7 +345,7 @@ func (r *ReplConn) SendStatus(ctx context.Context, pos cdc.LSN, replyRequested b
 		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = r.conn.Close(closeCtx) // already failing; the write error is the one to report
-		return fmt.Errorf("send standby status to %s: %w", r.server, err)
+		return fmt.Errorf("send standby status to %s: %w", r.server, classify(err))
 	}
 	return nil
 }

@@ -60,8 +60,9 @@ type Config struct {
 
 // ErrSilent: the replication connection stayed silent past
 // Config.ReceiveTimeout, even though a reply was asked for. A new session
-// is the remedy; nothing received since the last flush was confirmed.
-var ErrSilent = errors.New("replication connection silent")
+// is the remedy (it is transient); nothing received since the last flush
+// was confirmed.
+var ErrSilent = cdc.NewTransient("replication connection silent")
 
 // maxWait bounds one receive so that stop requests and timers are noticed.
 const maxWait = 200 * time.Millisecond
