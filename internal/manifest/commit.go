@@ -54,6 +54,16 @@ type Observer struct {
 	// Tripped: Commit stopped for good, by the breaker or because another
 	// process took the stream over.
 	Tripped func()
+	// Committed: a version this committer wrote is stored (the post-commit
+	// seam: a Feed's Publish). Called on the committing goroutine, so it
+	// must return at once; it must not modify the manifest.
+	Committed func(*Manifest)
+}
+
+func (c *Committer) committed(m *Manifest) {
+	if c.obs.Committed != nil {
+		c.obs.Committed(m)
+	}
 }
 
 // SetObserver installs o; call it before the first Commit.
@@ -117,6 +127,7 @@ func Load(ctx context.Context, store blob.Conditional) (*Manifest, blob.Version,
 // manifest already exists: init never overwrites one.
 func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.Time) (*Committer, error) {
 	m.FormatVersion = FormatVersion
+	m.Version = 1
 	m.CommittedAt = now.UTC()
 	data, err := m.Encode()
 	if err != nil {
@@ -168,6 +179,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 			return nil, err
 		}
 		next.CommittedAt = c.now().UTC()
+		next.Version = c.current.Version + 1
 		if StreamMoved(c.current, next) {
 			next.Writer = c.writer
 		}
@@ -181,6 +193,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		v, putErr := c.store.PutIf(ctx, Key, data, c.version)
 		if putErr == nil {
 			c.current, c.version = next, v
+			c.committed(next)
 			return next, nil
 		}
 		fresh, fv, err := Load(ctx, c.store)
@@ -194,6 +207,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 			// The store applied the write but its answer was lost (or a
 			// retry of it found the version moved by the write itself).
 			c.current, c.version = fresh, fv
+			c.committed(fresh)
 			return fresh, nil
 		}
 		if !errors.Is(putErr, blob.ErrPrecondition) {

@@ -27,10 +27,15 @@ const HistoryLimit = 100
 
 // Manifest is the whole manifest document.
 type Manifest struct {
-	FormatVersion int     `json:"format_version"`
-	Source        Source  `json:"source"`
-	Epoch         uint64  `json:"epoch"`
-	EndLSN        cdc.LSN `json:"end_lsn"`
+	FormatVersion int `json:"format_version"`
+	// Version counts the writes of this manifest: every commit writes the
+	// version after the one it read, and compare-and-swap makes each
+	// unique, so readers (the post-commit Feed, history) order versions by
+	// it. A manifest written before the field existed has 0.
+	Version uint64  `json:"version,omitempty"`
+	Source  Source  `json:"source"`
+	Epoch   uint64  `json:"epoch"`
+	EndLSN  cdc.LSN `json:"end_lsn"`
 	// CommittedAt is when this version of the manifest was written.
 	CommittedAt time.Time         `json:"committed_at"`
 	Tables      map[string]*Table `json:"tables"`

@@ -258,6 +258,9 @@ type options struct {
 	chunkRows int
 	// manifest, if set, edits the initial manifest.
 	manifest func(*manifest.Manifest)
+	// committed, if set, is told of every manifest version the service's
+	// committer writes (manifest.Observer.Committed: the post-commit seam).
+	committed func(*manifest.Manifest)
 }
 
 // harness runs one Service over a fakeSource and a memory sink.
@@ -311,6 +314,7 @@ func start(t *testing.T, o options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mc.SetObserver(manifest.Observer{Committed: o.committed})
 	log := slog.New(slog.DiscardHandler)
 	fc := &flush.Committer{Store: sink, Manifest: mc, Workers: 2, Now: time.Now}
 	src := newFakeSource(store)
