@@ -13,8 +13,9 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/txn/... ./internal/pgoutput/... ./internal/config/... \
              ./internal/blob/... ./internal/failpoint/... ./internal/replicate/... \
              ./internal/health/... ./internal/metrics/... ./internal/sdnotify/... \
-             ./internal/logging/... ./internal/runs/... ./internal/backfill/...
-PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs|backfill)(/|$$)
+             ./internal/logging/... ./internal/runs/... ./internal/backfill/... \
+             ./internal/control/... ./internal/audit/... ./internal/capture/... ./internal/daemon/...
+PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs|backfill|control|audit|capture|daemon)(/|$$)
 
 .PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw shellcheck bench
 

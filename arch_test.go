@@ -3,6 +3,7 @@ package pgcdc_test
 import (
 	"go/build"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,11 +31,21 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/health", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		// The backfill planner is pure: no I/O adapter, no store, no SQL.
 		{pkg: "internal/backfill", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", mod + "internal/blob", "github.com/jackc/", "net/http", "os"}},
-		{pkg: "internal/flush", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
+		{pkg: "internal/flush", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http",
+			mod + "internal/daemon", mod + "internal/capture", mod + "internal/replicate", mod + "internal/audit", mod + "cmd/"}},
+		// The control messages are a pure wire format.
+		{pkg: "internal/control", forbidden: []string{"github.com/jackc/", "github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", mod + "internal/blob", "net", "os"}},
+		// The process and the operator actions get their options from the
+		// command, never the configuration itself.
+		{pkg: "internal/daemon", forbidden: []string{mod + "internal/config", mod + "cmd/"}},
+		{pkg: "internal/capture", forbidden: []string{mod + "internal/config", mod + "internal/daemon", mod + "cmd/"}},
 		{pkg: "internal/manifest", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/txn", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
 		{pkg: "internal/pgoutput", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx/v5/pgconn", "net/http"}},
-		{pkg: "internal/replicate", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http"}},
+		// The streaming service and the flush know nothing above them: not the
+		// process that runs them, nor the operator actions.
+		{pkg: "internal/replicate", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx", "net/http",
+			mod + "internal/daemon", mod + "internal/capture", mod + "internal/audit", mod + "cmd/"}},
 		// Generations reach the source through their own port (Source).
 		{pkg: "internal/generation", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/snapshot", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
@@ -60,6 +71,20 @@ func TestDependencyDirection(t *testing.T) {
 					t.Errorf("%s must not depend on %s (via %s)", r.pkg, f, d)
 				}
 			}
+		}
+	}
+	// The command imports only what it wires: the configuration, the
+	// adapters it builds with an explicit switch, and the two libraries it
+	// runs (the daemon for start, capture for every other command); never
+	// the streaming internals.
+	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
+		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs"}
+	for _, d := range imports[mod+"cmd/pg-cdc"] {
+		if isStd(d) || d == "github.com/spf13/cobra" {
+			continue
+		}
+		if !slices.Contains(wires, strings.TrimPrefix(d, mod)) {
+			t.Errorf("cmd/pg-cdc imports %s, which it does not wire (only %v)", d, wires)
 		}
 	}
 	// DuckDB (cgo) stays out of the binary that streams.

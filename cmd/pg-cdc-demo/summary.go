@@ -133,7 +133,7 @@ func (d *demo) readManifest() (*manifest.Manifest, error) {
 }
 
 // summarizeTable reads every file of the table. It merges them into the
-// current state by the rules of DESIGN §7: per key the newest version by
+// current state by the rules of design.md §7: per key the newest version by
 // (__lsn, __seq) wins, a D means gone, and a T marker removes every older
 // version. A table without a primary key is insert-only: its current rows
 // are the inserts after the last T.

@@ -2,26 +2,24 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
 	"github.com/pg-cdc/pg-cdc/internal/blob/gcs"
 	"github.com/pg-cdc/pg-cdc/internal/blob/s3"
+	"github.com/pg-cdc/pg-cdc/internal/capture"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/logging"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
 // loadConfig reads and validates the configuration; every error is a usage
@@ -29,10 +27,7 @@ import (
 func loadConfig(path string) (config.Config, error) {
 	cfg, err := config.Load(path, os.Environ())
 	if err != nil {
-		return cfg, usageError{err}
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, cdc.Usage(err)
 	}
 	return cfg, nil
 }
@@ -41,16 +36,12 @@ func loadConfig(path string) (config.Config, error) {
 // record scrubbed of the secrets the process knows and of anything shaped
 // like one (internal/logging).
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	return slog.New(logging.NewHandler(baseHandler(cfg.Log.Format, cfg.Log.SlogLevel(), w), scrubberFor(cfg)))
-}
-
-// baseHandler is slog's text or JSON handler, before scrubbing.
-func baseHandler(format string, level slog.Level, w io.Writer) slog.Handler {
-	opts := &slog.HandlerOptions{Level: level}
-	if format == config.LogFormatJSON {
-		return slog.NewJSONHandler(w, opts)
+	opts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if cfg.Log.Format == config.LogFormatJSON {
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.NewTextHandler(w, opts)
+	return slog.New(logging.NewHandler(h, scrubberFor(cfg)))
 }
 
 // secretEnv are the environment variables whose values are secrets
@@ -85,39 +76,56 @@ func scrubberFor(cfg config.Config) *logging.Scrubber {
 	return logging.NewScrubber(secrets...)
 }
 
-// withSignals is the RunE of a command that does long work: it loads the
-// configuration, builds the logger, and runs fn with a context that SIGINT
-// and SIGTERM cancel (a stop request, which fn answers by draining).
-func withSignals(configPath *string, fn func(ctx context.Context, cfg config.Config, log *slog.Logger, cmd *cobra.Command) error) func(*cobra.Command, []string) error {
+// command is the body of a command that works on a capture.
+type command func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error
+
+// onCapture is the RunE of a command that works on a capture: it loads the
+// configuration, builds the logger and the capture (with its sink opened
+// when open is set), and runs fn with a context that SIGINT and SIGTERM
+// cancel (a stop request, which fn answers by draining).
+func (app *cli) onCapture(open bool, fn command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig(*configPath)
+		cfg, err := loadConfig(app.configPath)
 		if err != nil {
 			return err
 		}
-		log := newLogger(cfg, cmd.ErrOrStderr())
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		return fn(ctx, cfg, log, cmd)
+		c, err := newCapture(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		if err != nil {
+			return err
+		}
+		if open {
+			if c.Sink, err = openSink(ctx, cfg, nil); err != nil {
+				return err
+			}
+		}
+		return fn(ctx, c, cfg, cmd)
 	}
 }
 
-// sink is what the commands need of the storage: objects and a conditional
-// put for the manifest. A sink that can also hold a writer lock
-// (blob.Locker: the filesystem) makes a second writer fail fast; on an
-// object store the manifest's owner check and its compare-and-swap do that
-// job (DESIGN §3).
-type sink interface {
-	blob.Store
-	blob.Conditional
+// newCapture is the capture the configuration describes.
+func newCapture(ctx context.Context, cfg config.Config, log *slog.Logger) (*capture.Capture, error) {
+	spec, err := sourceConn(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	include, err := cfg.IncludeIDs()
+	if err != nil {
+		return nil, cdc.Usage(err)
+	}
+	return &capture.Capture{
+		Source: spec, Provider: postgres.Provider(cfg.Source.Postgres.Provider),
+		Slot: cfg.Replication.Slot, Publication: cfg.Replication.Publication,
+		Tables:   capture.Selection{Schemas: cfg.Source.Postgres.Schemas, Include: include, Exclude: cfg.Tables.Exclude, Types: cfg.Types},
+		SinkName: sinkName(cfg), AcceptSingleWriterRisk: cfg.Storage.AcceptSingleWriterRisk,
+		StateDir: cfg.State.Path, Workers: cfg.Init.ParallelWorkers, Log: log,
+	}, nil
 }
 
-func openSink(ctx context.Context, cfg config.Config) (sink, error) {
-	return openSinkWith(ctx, cfg, nil)
-}
-
-// openSinkWith is openSink with onRetry called for every failed attempt
-// an object store's client retries by itself (metrics).
-func openSinkWith(ctx context.Context, cfg config.Config, onRetry func()) (sink, error) {
+// openSink opens the storage.type sink; onRetry is called for every failed
+// attempt an object store's client retries by itself (metrics).
+func openSink(ctx context.Context, cfg config.Config, onRetry func()) (capture.Sink, error) {
 	st := cfg.Storage
 	switch st.Type {
 	case config.StorageFilesystem:
@@ -145,69 +153,8 @@ func openSinkWith(ctx context.Context, cfg config.Config, onRetry func()) (sink,
 		}
 		return s, nil
 	default:
-		return nil, usageError{fmt.Errorf("storage.type %q is not supported", st.Type)}
+		return nil, cdc.Usage(fmt.Errorf("storage.type %q is not supported", st.Type))
 	}
-}
-
-// probeSink checks that the sink enforces conditional writes (DESIGN §2)
-// before anything is written: a store that silently ignores them would let
-// two writers overwrite each other's manifest. Refused with exit 14 unless
-// storage.accept_single_writer_risk is set.
-func probeSink(ctx context.Context, s sink, cfg config.Config, log *slog.Logger) error {
-	host, _ := os.Hostname()
-	key := fmt.Sprintf("_pgcdc/probe/%s-%d-%d", keySafe(host), os.Getpid(), time.Now().UnixNano())
-	err := blob.ProbeConditional(ctx, s, key)
-	switch {
-	case err == nil:
-		return nil
-	case !errors.Is(err, blob.ErrConditionalIgnored):
-		return fmt.Errorf("probe sink %s: %w", sinkName(cfg), err)
-	case cfg.Storage.AcceptSingleWriterRisk:
-		log.Warn("the sink ignores conditional writes; running anyway because storage.accept_single_writer_risk is set: a second writer on this prefix would go undetected",
-			"sink", sinkName(cfg), "err", err)
-		return nil
-	default:
-		return &cdc.Error{Class: cdc.ErrSinkUnsafe, Msg: fmt.Sprintf("sink %s: %v", sinkName(cfg), err),
-			Hint: "use a store that enforces If-Match / If-None-Match (or generation preconditions); if this pg-cdc is certainly the only writer, set storage.accept_single_writer_risk: true"}
-	}
-}
-
-// keySafe keeps the characters a host name may put in an object key.
-func keySafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
-}
-
-// lockSink takes the sink's writer lock, if it has one, so a second writer
-// fails fast.
-func lockSink(ctx context.Context, s sink, what string) (func() error, error) {
-	l, ok := s.(blob.Locker)
-	if !ok {
-		return func() error { return nil }, nil
-	}
-	host, _ := os.Hostname()
-	owner := fmt.Sprintf("pg-cdc %s pid %d on %s since %s", what, os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
-	release, err := l.LockWriter(ctx, owner)
-	if errors.Is(err, blob.ErrLocked) {
-		return nil, &cdc.Error{Class: cdc.ErrSinkLocked, Msg: err.Error(),
-			Hint: "another pg-cdc process is writing to this storage path; stop it first"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock sink: %w", err)
-	}
-	return release, nil
-}
-
-// notInitialized gives a missing manifest its operator hint.
-func notInitialized(err error, cfg config.Config) error {
-	if errors.Is(err, cdc.ErrNotInitialized) {
-		return &cdc.Error{Class: cdc.ErrNotInitialized, Msg: fmt.Sprintf("no manifest in %s", sinkName(cfg)), Hint: "run 'pg-cdc init' first"}
-	}
-	return err
 }
 
 // sinkName names the sink for messages: the directory, or the object

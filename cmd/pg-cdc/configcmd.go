@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newConfigCmd(configPath *string) *cobra.Command {
+func newConfigCmd(app *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Inspect the configuration",
@@ -28,7 +28,7 @@ in the log. --redacted=false prints the values as loaded, secrets included;
 the audit stream records that it was asked for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*configPath)
+			cfg, err := loadConfig(app.configPath)
 			if err != nil {
 				return err
 			}

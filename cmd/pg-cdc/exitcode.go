@@ -2,13 +2,12 @@ package main
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
-// Exit codes are an interface for systemd and Kubernetes (DESIGN §9,
+// Exit codes are an interface for systemd and Kubernetes (design.md §9,
 // docs/exit-codes.md). Codes 10 and above are terminal: restarting cannot
 // fix them, and the shipped systemd unit lists them in
 // RestartPreventExitStatus=. ExitRetriesExhausted may be restarted.
@@ -29,42 +28,36 @@ const (
 	ExitDifferences      = 19
 )
 
-// usageError marks configuration and command-line errors.
-type usageError struct{ err error }
+// exitCodes maps each error class to its code, terminal classes first.
+var exitCodes = []struct {
+	class error
+	code  int
+}{
+	{cdc.ErrSlotLost, ExitSlotLost},
+	{cdc.ErrSlotAhead, ExitSlotAhead},
+	{cdc.ErrUpstreamMismatch, ExitUpstreamMismatch},
+	{cdc.ErrCASBreaker, ExitCASBreaker},
+	{cdc.ErrSinkUnsafe, ExitSinkUnsafe},
+	{cdc.ErrSinkLocked, ExitSinkLocked},
+	{cdc.ErrSchemaChanged, ExitSchemaChanged},
+	{cdc.ErrData, ExitData},
+	{cdc.ErrNotInitialized, ExitNotInitialized},
+	{cdc.ErrDifferences, ExitDifferences},
+	{cdc.ErrRetriesExhausted, ExitRetriesExhausted},
+	{cdc.ErrUsage, ExitUsage},
+	{postgres.ErrPreflight, ExitUsage},
+}
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
+// exitCode is err's code, from its class alone: an error of no class is
+// unexpected (1).
 func exitCode(err error) int {
-	classes := []struct {
-		class error
-		code  int
-	}{
-		{cdc.ErrSlotLost, ExitSlotLost},
-		{cdc.ErrSlotAhead, ExitSlotAhead},
-		{cdc.ErrUpstreamMismatch, ExitUpstreamMismatch},
-		{cdc.ErrCASBreaker, ExitCASBreaker},
-		{cdc.ErrSinkUnsafe, ExitSinkUnsafe},
-		{cdc.ErrSinkLocked, ExitSinkLocked},
-		{cdc.ErrSchemaChanged, ExitSchemaChanged},
-		{cdc.ErrData, ExitData},
-		{cdc.ErrNotInitialized, ExitNotInitialized},
-		{cdc.ErrDifferences, ExitDifferences},
-		{cdc.ErrRetriesExhausted, ExitRetriesExhausted},
+	if err == nil {
+		return ExitOK
 	}
-	for _, c := range classes {
+	for _, c := range exitCodes {
 		if errors.Is(err, c.class) {
 			return c.code
 		}
-	}
-	if errors.As(err, new(usageError)) || errors.Is(err, postgres.ErrPreflight) {
-		return ExitUsage
-	}
-	// Cobra reports unknown commands and flags as plain errors.
-	msg := err.Error()
-	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
-		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "accepts ") {
-		return ExitUsage
 	}
 	return ExitUnexpected
 }

@@ -17,10 +17,14 @@ func TestExitCode(t *testing.T) {
 		err  error
 		want int
 	}{
+		{nil, ExitOK},
 		{errors.New("boom"), ExitUnexpected},
-		{usageError{errors.New("bad key")}, ExitUsage},
+		{cdc.Usage(errors.New("bad key")), ExitUsage},
 		{fmt.Errorf("preflight: %w", postgres.ErrPreflight), ExitUsage},
-		{errors.New(`unknown command "x" for "pg-cdc"`), ExitUsage},
+		{commandLine(errors.New(`unknown command "x" for "pg-cdc"`)), ExitUsage},
+		// Codes come from classes, never from messages.
+		{errors.New(`unknown command "x" for "pg-cdc"`), ExitUnexpected},
+		{wrap(cdc.ErrDifferences), ExitDifferences},
 		{fmt.Errorf("%w after 12 attempts: %w", cdc.ErrRetriesExhausted, errors.New("reset")), ExitRetriesExhausted},
 		{wrap(cdc.ErrSlotLost), ExitSlotLost},
 		{wrap(cdc.ErrSlotAhead), ExitSlotAhead},
@@ -47,6 +51,12 @@ func TestRunUsage(t *testing.T) {
 	}
 	if code := run([]string{"-c", "/nonexistent/pg-cdc.yml", "status"}); code != ExitUsage {
 		t.Errorf("missing config file: exit %d", code)
+	}
+	if code := run([]string{"start", "extra"}); code != ExitUsage {
+		t.Errorf("an argument a command does not take: exit %d", code)
+	}
+	if code := run([]string{"config", "print", "--redacted=maybe"}); code != ExitUsage {
+		t.Errorf("a flag value that does not parse: exit %d", code)
 	}
 	if code := run([]string{"version"}); code != ExitOK {
 		t.Errorf("version: exit %d", code)

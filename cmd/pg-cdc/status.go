@@ -2,263 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pg-cdc/pg-cdc/internal/cdc"
-	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/capture"
+	"github.com/pg-cdc/pg-cdc/internal/config"
 )
 
-func newStatusCmd(configPath *string) *cobra.Command {
+func newStatusCmd(app *cli) *cobra.Command {
 	var rateWindow time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the slot, the manifest and per-table counts",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(*configPath)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			out := cmd.OutOrStdout()
-			store, err := openSink(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			m, _, err := manifest.Load(ctx, store)
-			if err != nil && !errors.Is(err, cdc.ErrNotInitialized) {
-				return err
-			}
-
-			db, err := connectSource(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			slot, err := db.Slot(ctx, cfg.Replication.Slot)
-			if err != nil {
-				return err
-			}
-			printSlot(out, cfg.Replication.Slot, slot, m)
-			if slot.Exists && rateWindow > 0 {
-				f, err := forecastSlot(ctx, db, cfg.Replication.Slot, rateWindow)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "           %s\n", f)
-			}
-			if m == nil {
-				fmt.Fprintf(out, "manifest: none in %s (run 'pg-cdc init')\n", sinkName(cfg))
-				return nil
-			}
-			printManifest(out, m, time.Now())
-			return nil
-		},
 	}
 	cmd.Flags().DurationVar(&rateWindow, "wal-rate-window", 2*time.Second,
 		"measure the source's WAL rate over this long to forecast when the slot would be invalidated (0: skip)")
+	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, _ config.Config, cmd *cobra.Command) error {
+		s, err := c.Status(ctx, rateWindow)
+		if err != nil {
+			return err
+		}
+		s.WriteText(cmd.OutOrStdout(), time.Now())
+		return nil
+	})
 	return cmd
-}
-
-// forecastSlot measures the WAL rate over window and says how long the
-// slot would survive at that rate if nothing confirmed it any more: the
-// time until max_slot_wal_keep_size invalidates it.
-func forecastSlot(ctx context.Context, db *postgres.DB, slot string, window time.Duration) (string, error) {
-	first, err := db.SourceHealth(ctx, slot)
-	if err != nil {
-		return "", err
-	}
-	started := time.Now()
-	select {
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case <-time.After(window):
-	}
-	second, err := db.SourceHealth(ctx, slot)
-	if err != nil {
-		return "", err
-	}
-	rate := float64(second.CurrentLSN-min(first.CurrentLSN, second.CurrentLSN)) / time.Since(started).Seconds()
-	return slotForecast(second.SafeWALSize, rate, window), nil
-}
-
-// slotForecast words the invalidation forecast.
-func slotForecast(safeSize int64, rate float64, window time.Duration) string {
-	measured := fmt.Sprintf("WAL rate %s/s over %s", humanBytes(int64(rate)), window)
-	switch eta := invalidationETA(safeSize, rate); {
-	case safeSize < 0:
-		return measured + "; no max_slot_wal_keep_size: the slot is never invalidated, retained WAL grows until the source's disk fills"
-	case eta < 0:
-		return fmt.Sprintf("%s; %s of WAL left before max_slot_wal_keep_size invalidates the slot", measured, humanBytes(safeSize))
-	default:
-		return fmt.Sprintf("%s; at this rate the slot would be invalidated in %s (%s left) if nothing confirmed it",
-			measured, (time.Duration(eta) * time.Second).Round(time.Second), humanBytes(safeSize))
-	}
-}
-
-func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Manifest) {
-	if !s.Exists {
-		fmt.Fprintf(out, "slot:      %s does not exist\n", name)
-		if m != nil {
-			fmt.Fprintf(out, "           WARNING: 'start' will refuse to run (exit 10); '%s' recovers\n", rebuildCommand)
-		}
-		return
-	}
-	state := "inactive"
-	if s.Active {
-		state = fmt.Sprintf("active (PID %d)", s.ActivePID)
-	}
-	fmt.Fprintf(out, "slot:      %s %s, confirmed %s, wal_status %s, retained WAL %s\n",
-		name, state, s.ConfirmedFlushLSN, s.WALStatus, humanBytes(s.RetainedBytes))
-	switch {
-	case m == nil:
-	case s.WALStatus == "lost":
-		fmt.Fprintf(out, "           WARNING: the slot is invalidated; 'start' will refuse to run (exit 10); '%s' recovers\n", rebuildCommand)
-	case s.ConfirmedFlushLSN > m.EndLSN:
-		fmt.Fprintf(out, "           WARNING: the slot is confirmed past the manifest's end LSN %s; 'start' will refuse to run (exit 11); '%s' recovers\n", m.EndLSN, rebuildCommand)
-	}
-}
-
-func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
-	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339))
-	if n := len(m.History); n > 0 {
-		last := m.History[n-1]
-		fmt.Fprintf(out, "last flush: epoch %d at %s (newest commit %s)\n", last.Epoch,
-			last.FlushedAt.Format(time.RFC3339), last.MaxCommitTime.Format(time.RFC3339))
-	}
-	keys := make([]string, 0, len(m.Tables))
-	for k := range m.Tables {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tCOMPACTED")
-	for _, k := range keys {
-		t := m.Tables[k]
-		var baseRows, tombstones, changeRows, bytes int64
-		var lastEpoch uint64
-		compacted := "-"
-		if t.Base != nil {
-			baseRows, tombstones = t.Base.RowCount, t.Base.Tombstones
-			for _, f := range t.Base.Files {
-				bytes += f.Bytes
-			}
-			if t.Base.CompactedAt != nil {
-				compacted = fmt.Sprintf("epoch %d, %s ago", t.Base.Epoch, now.Sub(*t.Base.CompactedAt).Round(time.Second))
-			}
-		}
-		for _, d := range t.Deltas {
-			changeRows += d.Rows
-			lastEpoch = max(lastEpoch, d.Epoch)
-			for _, f := range d.Files {
-				bytes += f.Bytes
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", k, snapshotColumn(t.Snapshot), baseRows, tombstones, changeRows, len(t.Deltas), humanBytes(bytes), lastEpoch, compacted)
-	}
-	tw.Flush()
-	if unfinished := unfinishedTables(m); len(unfinished) > 0 {
-		fmt.Fprintf(out, "snapshot:  %d of %d tables are not complete (%s): until they are, their merged state is partial; 'pg-cdc start' completes them as backfills, and dump and verify refuse them\n",
-			len(unfinished), len(m.Tables), strings.Join(unfinished, ", "))
-	}
-	for _, k := range keys {
-		if r := m.Tables[k].Resnapshot; r != nil {
-			// Readers keep the current generation until the switch.
-			fmt.Fprintf(out, "resnapshot: %s: generation %s → %s, %s %s (requested %s); readers see %s until the switch\n",
-				k, m.Tables[k].Generation, r.Generation, r.Snapshot.State, snapshotProgress(r.Snapshot),
-				r.RequestedAt.Format(time.RFC3339), m.Tables[k].Generation)
-		}
-	}
-	printAdjusted(out, m, keys)
-	if n := len(m.Garbage); n > 0 {
-		oldest := m.Garbage[0].RetiredAt
-		for _, g := range m.Garbage {
-			if g.RetiredAt.Before(oldest) {
-				oldest = g.RetiredAt
-			}
-		}
-		fmt.Fprintf(out, "garbage:   %d retired files, oldest retired %s ago; deleted by compaction once older than gc.grace_period\n",
-			n, now.Sub(oldest).Round(time.Second))
-	}
-}
-
-// snapshotColumn is the SNAPSHOT column: the state, and while it is not
-// complete, the rows copied so far against the estimate.
-func snapshotColumn(s manifest.Snapshot) string {
-	if s.Complete() {
-		return s.State
-	}
-	return s.State + " " + snapshotProgress(s)
-}
-
-// printAdjusted lists, per table and column, the values a documented type
-// rule changed (docs/types.md), summed over the base and the deltas.
-func printAdjusted(out io.Writer, m *manifest.Manifest, keys []string) {
-	for _, k := range keys {
-		t := m.Tables[k]
-		sum := map[string]int64{}
-		if t.Base != nil {
-			for c, n := range t.Base.Adjusted {
-				sum[c] += n
-			}
-		}
-		for _, d := range t.Deltas {
-			for c, n := range d.Adjusted {
-				sum[c] += n
-			}
-		}
-		cols := make([]string, 0, len(sum))
-		for c := range sum {
-			cols = append(cols, c)
-		}
-		sort.Strings(cols)
-		for _, c := range cols {
-			fmt.Fprintf(out, "adjusted:  %s column %q: %d values written by a type rule (docs/types.md)\n", k, c, sum[c])
-		}
-		lost := map[string]int64{}
-		if t.Base != nil {
-			for c, n := range t.Base.UnrecoveredTOAST {
-				lost[c] += n
-			}
-		}
-		for _, d := range t.Deltas {
-			for c, n := range d.UnrecoveredTOAST {
-				lost[c] += n
-			}
-		}
-		for _, c := range sortedKeys(lost) {
-			fmt.Fprintf(out, "unchanged: %s column %q: %d rows left a TOASTed value unchanged after a key change and could not recover it (docs/decisions.md)\n", k, c, lost[c])
-		}
-	}
-}
-
-func sortedKeys(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -1,5 +1,5 @@
 // Package backfill decides where the rows of a backfill chunk go in a
-// table's change history (DESIGN §5): the placement rule, by transaction
+// table's change history (design.md §5): the placement rule, by transaction
 // visibility, of a table copied by primary-key chunks while the stream runs.
 // It does no I/O, starts no goroutine and reads no clock; the streaming loop
 // (replicate) feeds it the changes it delivers and the chunks the reader

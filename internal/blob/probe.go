@@ -18,7 +18,7 @@ type ConditionalStore interface {
 	Conditional
 }
 
-// ProbeConditional checks that s honours its preconditions (DESIGN §2):
+// ProbeConditional checks that s honours its preconditions (design.md §2):
 // a create-only PutIf on an existing key must fail, and so must a PutIf
 // with a stale version. Many S3-compatible stores ignore conditional
 // headers silently; they fail the probe with an error matching

@@ -34,7 +34,28 @@ var (
 	// ErrDifferences: pg-cdc verify found rows where the sink and the source
 	// differ. Not a failure of the command: its finding.
 	ErrDifferences = errors.New("sink and source differ")
+	// ErrUsage: the command line or the configuration asks for something
+	// that cannot be done (a table the manifest does not hold, a types:
+	// override naming no column). Match it with errors.Is; Usage marks one.
+	ErrUsage = errors.New("usage or configuration error")
 )
+
+// Usage marks err as a usage or configuration error (errors.Is(err,
+// ErrUsage)), keeping its message as it is: the message already says what
+// to correct. Nil stays nil.
+func Usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &usageError{err}
+}
+
+type usageError struct{ err error }
+
+func (e *usageError) Error() string        { return e.err.Error() }
+func (e *usageError) Unwrap() error        { return e.err }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+func (e *usageError) Transient() bool      { return false }
 
 // Error is a classified error with an operator hint. It is terminal: its
 // class names a condition a new session cannot fix (Transient is false).

@@ -19,7 +19,7 @@ type Snapshot struct {
 // Visible reports whether the changes of transaction xid are visible in the
 // snapshot, assuming xid committed (aborted transactions never reach the
 // sink): it is below Xmin, or below Xmax and not in progress. XID 0 marks
-// rows of the initial snapshot (DESIGN §4), older than any snapshot taken
+// rows of the initial snapshot (design.md §4), older than any snapshot taken
 // since, so it is always visible.
 func (s Snapshot) Visible(xid XID) bool {
 	switch {

@@ -21,11 +21,23 @@ func ParseTableID(s string) (TableID, error) {
 	return TableID{Schema: schema, Name: name}, nil
 }
 
+// ParseColumnRef splits "schema.table.column" (a types: key of the
+// configuration). A schema or table name holding a dot cannot be named
+// this way (as in tables.include); the column, the last part, may not
+// either.
+func ParseColumnRef(s string) (schema, table, column string, err error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", fmt.Errorf("%q: want schema.table.column, such as public.orders.id", s)
+	}
+	return parts[0], parts[1], parts[2], nil
+}
+
 // String returns "schema.table", the key used in the manifest.
 func (t TableID) String() string { return t.Schema + "." + t.Name }
 
 // MetadataColumns are the names of the metadata columns every data file
-// holds beside the table's own (DESIGN §4), in file order. A source column
+// holds beside the table's own (design.md §4), in file order. A source column
 // may not take one of these names, in any letter case (pg-cdc refuses such a
 // table at init; see docs/decisions.md, "Identifiers in sink keys").
 var MetadataColumns = []string{"__op", "__lsn", "__seq", "__xid", "__op_ts", "__unchanged"}

@@ -1,5 +1,5 @@
-// Package compact folds a table's deltas into a new base (DESIGN §7) and
-// collects the files no manifest needs any more (DESIGN §2).
+// Package compact folds a table's deltas into a new base (design.md §7) and
+// collects the files no manifest needs any more (design.md §2).
 //
 // Safety beside a running streamer comes from the manifest alone:
 //

@@ -233,7 +233,7 @@ type StateConfig struct {
 	Path string
 }
 
-// CompactionConfig is the "compaction" section (DESIGN §7).
+// CompactionConfig is the "compaction" section (design.md §7).
 type CompactionConfig struct {
 	// Interval (compaction.interval, PGCDC_COMPACTION_INTERVAL) makes start
 	// compact every table (and collect garbage) this often, beside the

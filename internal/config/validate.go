@@ -223,7 +223,7 @@ func (c Config) validateTables(p *problems) {
 func (c Config) validateTypes(p *problems) {
 	for _, col := range slices.Sorted(maps.Keys(c.Types)) {
 		key := "types." + col
-		if _, _, _, err := ParseColumnRef(col); err != nil {
+		if _, _, _, err := cdc.ParseColumnRef(col); err != nil {
 			// Under "types": the entry's name is the mistake, so
 			// "types.<name>" would not name a key.
 			p.wrap("types", col, err).at = key
@@ -553,14 +553,3 @@ func redactURL(raw string) string {
 // the column as PostgreSQL's text form (docs/types.md). It mirrors
 // parquetfile.Representations, which config may not import.
 var Representations = []string{"string"}
-
-// ParseColumnRef splits a types: key "schema.table.column". A schema or
-// table name holding a dot cannot be named here (as in tables.include); the
-// column, the last part, may not either.
-func ParseColumnRef(s string) (schema, table, column string, err error) {
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return "", "", "", fmt.Errorf("%q: want schema.table.column, such as public.orders.id", s)
-	}
-	return parts[0], parts[1], parts[2], nil
-}

@@ -129,7 +129,7 @@ func checkSwitched(t *testing.T, e *env, before, after *manifest.Manifest) {
 	if bad := generationProblems(e, after); len(bad) > 0 {
 		t.Errorf("the switched manifest: %s", strings.Join(bad, "; "))
 	}
-	// The generation's record (DESIGN §2) agrees with the manifest.
+	// The generation's record (design.md §2) agrees with the manifest.
 	for key, nt := range after.Tables {
 		data, err := os.ReadFile(filepath.Join(e.sink, generation.RecordKey(nt.Generation)))
 		if err != nil {

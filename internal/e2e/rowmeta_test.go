@@ -9,7 +9,7 @@ import (
 )
 
 // TestRowMetadata checks the order token and provenance written with every
-// row (DESIGN §4) against what PostgreSQL itself reports.
+// row (design.md §4) against what PostgreSQL itself reports.
 func TestRowMetadata(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.exec(`CREATE TABLE meta (id int PRIMARY KEY, xid bigint, big text)`)

@@ -1,6 +1,6 @@
 // Package failpoint lets crash tests stop the process at a named step, the
 // way a power cut or kill -9 would, so that every step of the durability
-// path (DESIGN §1) is exercised by a real crash rather than a mock.
+// path (design.md §1) is exercised by a real crash rather than a mock.
 //
 // Failpoints are armed only through the PGCDC_FAILPOINTS environment variable,
 // read once at start: a comma-separated list of name=action, where action is

@@ -69,7 +69,7 @@ func (c *Committer) Flush(ctx context.Context, e *Epoch) (Result, error) {
 	return u.result(), nil
 }
 
-// deltaKeys names the delta file of every segment of e (DESIGN §1 rule 6),
+// deltaKeys names the delta file of every segment of e (design.md §1 rule 6),
 // under the generation m gives the table unless the segment names one. A
 // table written under two schema versions in this epoch has a file (and a
 // delta entry) per version, numbered in write order. Every table must be

@@ -26,7 +26,7 @@ var errSink = errors.New("sink unreachable")
 
 // watchedSink is the in-memory store, recording the order of writes and
 // checking at every manifest write that each file it names is stored
-// already (files before manifest, DESIGN §1).
+// already (files before manifest, design.md §1).
 type watchedSink struct {
 	*memory.Store
 	failKey string // a Put of this key fails with errSink

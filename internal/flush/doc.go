@@ -1,5 +1,5 @@
 // Package flush decides when buffered transactions are cut into an epoch and
-// makes an epoch durable in the order DESIGN §1 fixes:
+// makes an epoch durable in the order design.md §1 fixes:
 //
 //  1. every table's delta file of the epoch is uploaded under its
 //     deterministic key;

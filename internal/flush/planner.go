@@ -74,7 +74,7 @@ type IdleState struct {
 }
 
 // IdleAdvance returns the position an idle slot may be advanced to, and
-// whether there is one (DESIGN §1 "Idle advance"). The caller records it in
+// whether there is one (design.md §1 "Idle advance"). The caller records it in
 // the manifest before confirming it, so the slot is never confirmed past the
 // manifest's end LSN and a restart can tell idle advance from a slot that
 // another consumer moved.

@@ -1,4 +1,4 @@
-// Package generation builds and validates a table's next generation (DESIGN
+// Package generation builds and validates a table's next generation (design.md
 // §8): a new lineage of files, loaded beside the current one under the next
 // generation's prefix while readers keep the current one, checked against
 // the source, then switched to in one conditional manifest write

@@ -12,7 +12,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
-// RecordKey is the key of generation gen's record (DESIGN §2).
+// RecordKey is the key of generation gen's record (design.md §2).
 func RecordKey(gen string) string {
 	return "_pgcdc/generations/" + manifest.EscapeKeyElement(gen) + ".json"
 }

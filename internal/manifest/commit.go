@@ -15,7 +15,7 @@ import (
 
 // Breaker limits how fast CAS conflicts may come before the committer gives
 // up: conflicts faster than Threshold per Window mean two writers fight over
-// one prefix (DESIGN §3), and retrying would only hide it.
+// one prefix (design.md §3), and retrying would only hide it.
 type Breaker struct {
 	Threshold int
 	Window    time.Duration

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// FirstGeneration names every table's first lineage of files (DESIGN §8).
+// FirstGeneration names every table's first lineage of files (design.md §8).
 const FirstGeneration = "g0001"
 
 // NextGeneration returns the generation after gen: "g0001" → "g0002". A

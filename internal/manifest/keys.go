@@ -15,7 +15,7 @@ const (
 	KindDelta Kind = "delta"
 )
 
-// FileKey is the deterministic key of a data file (DESIGN §1 rule 6):
+// FileKey is the deterministic key of a data file (design.md §1 rule 6):
 // <schema>/<table>/<gen>/<kind>/<epoch>/part-<n>.parquet, with schema, table
 // and generation escaped by EscapeKeyElement. A replayed flush writes the
 // same keys.

@@ -1,5 +1,5 @@
-// Package manifest holds the manifest model (DESIGN §3), its JSON encoding,
-// sink key layout (DESIGN §2) and the compare-and-swap commit loop.
+// Package manifest holds the manifest model (design.md §3), its JSON encoding,
+// sink key layout (design.md §2) and the compare-and-swap commit loop.
 //
 // The manifest is the single source of truth: a file the manifest does not
 // reference does not exist for readers. Its JSON field names are a published
@@ -43,7 +43,7 @@ type Manifest struct {
 	// Garbage lists files that compaction retired from the tables: no
 	// reader of this or a later manifest needs them, but a reader holding
 	// an older manifest may, so they are deleted only once they have been
-	// retired for gc.grace_period (DESIGN §2).
+	// retired for gc.grace_period (design.md §2).
 	Garbage []RetiredFile `json:"garbage,omitempty"`
 	// Writer identifies the process whose commit last moved the stream
 	// (epoch or end LSN): the lineage of the epochs. A committer that finds
@@ -97,7 +97,7 @@ type Table struct {
 }
 
 // Resnapshot is a table's next generation being built by a backfill
-// (DESIGN §8): its chunks, and a copy of every change streamed for the table
+// (design.md §8): its chunks, and a copy of every change streamed for the table
 // since the streamer took the request up, are written under Generation's
 // prefix and listed in Deltas. When the backfill is complete, one manifest
 // write makes it the table's generation (base none, these deltas) and
@@ -156,7 +156,7 @@ type Column struct {
 
 // Snapshot records the progress of a table's snapshot: the initial one
 // (init), or a backfill while streaming (a table added later, a resumed
-// init, a resnapshot; DESIGN §5). Until State is complete the merged state of
+// init, a resnapshot; design.md §5). Until State is complete the merged state of
 // the table is partial, and readers say so.
 type Snapshot struct {
 	State string  `json:"state"` // "pending", "backfilling", "complete"

@@ -1,5 +1,5 @@
 // Package merge computes a table's current state from the files its manifest
-// entry names, by the rules of DESIGN §7, in bounded memory. It is shared by
+// entry names, by the rules of design.md §7, in bounded memory. It is shared by
 // compaction (which writes the result as a new base), dump (which prints it)
 // and verify (which compares it, as of a source snapshot, with the source).
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
-// Schema versions (DESIGN §8). The merge reads every file in the table's
+// Schema versions (design.md §8). The merge reads every file in the table's
 // newest schema version: parquet-go maps a file's columns to it by name, so
 // a dropped column is not read and a column the file lacks reads NULL. A
 // column is the same column across versions when its field id is; so a

@@ -98,7 +98,7 @@ func convFloat8(buf, text []byte) (parquet.Value, []byte, error) {
 }
 
 // parseFloat accepts PostgreSQL's float output, including NaN, Infinity and
-// -Infinity, which are kept (DESIGN §4). With extra_float_digits=3 the text
+// -Infinity, which are kept (design.md §4). With extra_float_digits=3 the text
 // round-trips exactly, so parsing it gives back the stored bits.
 func parseFloat(text []byte, bits int) (float64, error) {
 	if len(text) == 0 || len(text) > 64 {

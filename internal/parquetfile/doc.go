@@ -1,5 +1,5 @@
 // Package parquetfile maps PostgreSQL columns to Parquet types and writes
-// change rows (DESIGN §4) as Parquet files with parquet-go's Row API.
+// change rows (design.md §4) as Parquet files with parquet-go's Row API.
 //
 // Invariants:
 //

@@ -14,7 +14,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
-// Names of the metadata columns (DESIGN §4), in file order.
+// Names of the metadata columns (design.md §4), in file order.
 const (
 	ColOp        = "__op"
 	ColLSN       = "__lsn"

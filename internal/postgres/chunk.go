@@ -12,7 +12,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
-// ReadChunk copies one backfill chunk of t (DESIGN §5): the next limit rows
+// ReadChunk copies one backfill chunk of t (design.md §5): the next limit rows
 // in primary-key order after the key after (text form, one value per key
 // column; nil: from the beginning), calling fn for each with DB.CopyTable's
 // contract. It returns the snapshot the chunk was read under.

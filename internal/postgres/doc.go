@@ -17,7 +17,7 @@
 //   - Positions are explicit. SendStatus reports the one position it is
 //     given as written, flushed and applied; it never lets pglogrepl derive
 //     one from another. Which position is safe to report is the caller's
-//     decision (DESIGN.md §1), not this package's.
+//     decision (design.md §1), not this package's.
 //   - Slot loss is terminal and recognisable: a missing, invalidated or
 //     WAL-less slot gives an error matching cdc.ErrSlotLost, whether it
 //     surfaces when replication starts or on a later Receive; IsTransient is

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -76,25 +75,6 @@ func (db *DB) SourceHealth(ctx context.Context, slot string) (SourceHealth, erro
 		}
 	}
 	return h, nil
-}
-
-// EmitHeartbeat writes a non-transactional logical message. The walsender
-// sends it once everything committed before it has been sent, so its LSN is
-// a safe position to confirm: on an idle database the slot advances, and
-// the pipeline's freshness is visible end to end.
-func (db *DB) EmitHeartbeat(ctx context.Context) (cdc.LSN, error) {
-	var text string
-	err := db.with(ctx, func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, `SELECT pg_logical_emit_message(false, 'pg-cdc heartbeat', now()::text)::text`).Scan(&text)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("emit heartbeat on %s: %w", db.server, err)
-	}
-	lsn, err := cdc.ParseLSN(text)
-	if err != nil {
-		return 0, errors.Join(fmt.Errorf("emit heartbeat on %s", db.server), err)
-	}
-	return lsn, nil
 }
 
 // WALSenderTimeout reads wal_sender_timeout (zero when disabled). A live

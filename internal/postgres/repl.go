@@ -316,7 +316,7 @@ func parseCopyData(b []byte) (Message, error) {
 // SendStatus sends a standby status update reporting pos as written, flushed
 // and applied, all three set explicitly (pglogrepl would copy the write
 // position into a zero flush position). PostgreSQL advances the slot's
-// confirmed_flush_lsn to pos, so pos must be durable downstream (DESIGN.md
+// confirmed_flush_lsn to pos, so pos must be durable downstream (design.md
 // §1). With replyRequested the server answers with a keepalive at once.
 //
 // The write honours ctx's deadline. A failed write leaves the protocol stream

@@ -2,7 +2,7 @@
 // PostgreSQL itself would print, for `pg-cdc dump`.
 //
 // Input is a parquet.Row in the exact leaf layout internal/parquetfile writes
-// (DESIGN §4): the metadata leaves __op, __lsn, __seq, __xid, __op_ts and
+// (design.md §4): the metadata leaves __op, __lsn, __seq, __xid, __op_ts and
 // __unchanged (a list, one leaf), then one leaf per table column in table
 // order; an array column is Optional(List(Optional(element))) and holds one
 // value per element (or one for a NULL or empty list), with repetition and

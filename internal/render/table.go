@@ -206,7 +206,7 @@ func (t *Table) Split(row parquet.Row, dst [][]parquet.Value) ([][]parquet.Value
 	return dst, nil
 }
 
-// Meta is a row's metadata columns (DESIGN §4).
+// Meta is a row's metadata columns (design.md §4).
 type Meta struct {
 	Op        cdc.Op
 	LSN       cdc.LSN

@@ -3,7 +3,7 @@
 // commit boundaries, makes each epoch durable through flush.Committer, and
 // only then reports the epoch's end LSN to PostgreSQL.
 //
-// Invariants (DESIGN §1):
+// Invariants (design.md §1):
 //   - The position sent to PostgreSQL is always the manifest's end LSN:
 //     either the end of the last flushed transaction or an idle position
 //     that was recorded in the manifest first. Never a received position.

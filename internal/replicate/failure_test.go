@@ -32,7 +32,7 @@ func (h *harness) spoolFiles() []string {
 	return out
 }
 
-// TestSinkFailureConfirmsNothingNew checks at-least-once (DESIGN §1
+// TestSinkFailureConfirmsNothingNew checks at-least-once (design.md §1
 // invariants 1 and 2): when the sink fails, the service stops with the
 // error, and the confirmed position stays at the last durable manifest.
 func TestSinkFailureConfirmsNothingNew(t *testing.T) {

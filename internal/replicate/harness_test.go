@@ -354,7 +354,7 @@ func start(t *testing.T, o options) *harness {
 	return h
 }
 
-// checkConfirms asserts DESIGN §1 invariants 1 and 2 over every status
+// checkConfirms asserts design.md §1 invariants 1 and 2 over every status
 // sent: the position never passed the manifest's end LSN stored at that
 // moment, the manifest named only files already in the sink, and the
 // confirmed position never went backwards.

@@ -37,7 +37,7 @@ func equalStrings(t *testing.T, what string, got, want []string) {
 	}
 }
 
-// TestConfirmNeverPassesManifest checks DESIGN §1 invariant 1 across flushes
+// TestConfirmNeverPassesManifest checks design.md §1 invariant 1 across flushes
 // cut by rows and by interval, with keepalives asking for replies while
 // transactions are received and buffered: every position sent is at most
 // the manifest's end LSN stored at that moment (the harness checks every
@@ -87,7 +87,7 @@ func TestConfirmNeverPassesManifest(t *testing.T) {
 	}
 }
 
-// TestWholeTransactionsPerEpoch checks DESIGN §1 invariant 3: with a tiny
+// TestWholeTransactionsPerEpoch checks design.md §1 invariant 3: with a tiny
 // MaxRows, a transaction larger than it is never split, small transactions
 // share an epoch, and a transaction spanning two tables lands in one epoch
 // for both.
@@ -223,7 +223,7 @@ func TestStreamedTransactions(t *testing.T) {
 	}
 }
 
-// TestKeyChangeAndTruncate checks DESIGN §4: an UPDATE that changes the key
+// TestKeyChangeAndTruncate checks design.md §4: an UPDATE that changes the key
 // becomes D (old key) then U; an UPDATE with the full old row and the same
 // key is a U only; TRUNCATE writes a T row in each truncated table.
 func TestKeyChangeAndTruncate(t *testing.T) {
@@ -259,7 +259,7 @@ func TestKeyChangeAndTruncate(t *testing.T) {
 	})
 }
 
-// TestIdleAdvance checks the idle rule of DESIGN §1 as docs/decisions.md
+// TestIdleAdvance checks the idle rule of design.md §1 as docs/decisions.md
 // refines it: the idle position is committed to the manifest (no new epoch,
 // no files) before it is confirmed, and only when nothing is pending.
 func TestIdleAdvance(t *testing.T) {
@@ -368,7 +368,7 @@ func TestIdleAdvance(t *testing.T) {
 	})
 }
 
-// TestGracefulStop checks the drain of DESIGN §1: a stop inside a
+// TestGracefulStop checks the drain of design.md §1: a stop inside a
 // transaction finishes reading it, flushes, confirms and returns nil.
 func TestGracefulStop(t *testing.T) {
 	t.Run("inside a transaction", func(t *testing.T) {

@@ -7,7 +7,7 @@
 //   - MergedRows reads the file list from _pgcdc/manifest.json alone (never a
 //     directory listing: a file the manifest does not name does not exist)
 //     and reads the files with DuckDB, opened sandboxed on the sink root.
-//   - The merge rules of DESIGN §7 are implemented here in plain Go, on
+//   - The merge rules of design.md §7 are implemented here in plain Go, on
 //     purpose apart from the query package's SQL, so that each checks the
 //     other.
 //   - Canonical renders values from pgx and from DuckDB's database/sql driver

@@ -17,7 +17,7 @@ import (
 
 // MergedRows returns the current state of table ("schema.name") in the
 // filesystem sink rooted at root: the files the manifest names for it (base
-// and deltas), read with DuckDB and merged by DESIGN §7:
+// and deltas), read with DuckDB and merged by design.md §7:
 //
 //   - a T row removes every version with (__lsn, __seq) older than itself;
 //   - per primary key the newest version by (__lsn, __seq) wins, and a D
@@ -83,7 +83,7 @@ func MergedRows(tb testing.TB, root, table string) (cols []string, rows [][]any)
 	}
 
 	// The versions, each marked as a base's or a delta's, read per schema
-	// version (DESIGN §8): a current column whose field id the files'
+	// version (design.md §8): a current column whose field id the files'
 	// version lacks (added after them, or dropped and added again under its
 	// name) reads its recorded missing value, else NULL; a dropped column
 	// is not read.

@@ -11,7 +11,7 @@ import (
 )
 
 // Recorder commits a running initial snapshot to the manifest that init
-// wrote before the first COPY, with every table pending (DESIGN §5,
+// wrote before the first COPY, with every table pending (design.md §5,
 // "Interrupted initial snapshot"): each table's base the moment its files
 // are uploaded (TableDone, as Options.Done), and the rows copied so far
 // (Watch), so that status can show progress and a crash keeps every table

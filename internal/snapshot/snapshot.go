@@ -1,4 +1,4 @@
-// Package snapshot takes the initial snapshot (DESIGN §5): every table is
+// Package snapshot takes the initial snapshot (design.md §5): every table is
 // copied under the slot's exported snapshot, in parallel, into base Parquet
 // files stamped with the slot's consistent point, so streaming can start at
 // exactly that LSN with no gap and no overlap.

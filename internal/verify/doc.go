@@ -1,5 +1,5 @@
 // Package verify reconciles the source with the sink independently of the
-// stream (DESIGN §10): pg-cdc verify.
+// stream (design.md §10): pg-cdc verify.
 //
 // One round, for a set of tables:
 //
@@ -42,7 +42,7 @@
 //   - Differences are findings, not errors: Run returns them in the Report;
 //     errors mean the comparison could not be made.
 //
-// Tables without a primary key are insert-only (DESIGN §4): their rows have
+// Tables without a primary key are insert-only (design.md §4): their rows have
 // no identity, so they are compared as multisets of whole rows (both sides
 // sorted by every column; a row present n times in the source and m times
 // in the sink counts min(n, m) matching and the rest missing or extra).

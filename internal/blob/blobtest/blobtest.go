@@ -1,7 +1,7 @@
 // Package blobtest is the conformance suite every blob sink runs: memory,
 // filesystem, and later S3 and GCS. A sink that passes it keeps the
 // contracts of the blob package that the durability path relies on
-// (DESIGN §1, §2): atomic replacement, ErrNotFound for a missing key,
+// (design.md §1, §2): atomic replacement, ErrNotFound for a missing key,
 // sorted listing that never shows a sink's own scratch files, and, where
 // offered, a compare-and-swap that exactly one concurrent writer wins.
 //

@@ -74,7 +74,7 @@ func (s *Store) putIf(ctx context.Context, p string, data []byte, expected blob.
 		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	// Diagnostics for an operator looking at a stuck or contended sink
-	// (DESIGN §2): who holds the lock and which version it expects. Not
+	// (design.md §2): who holds the lock and which version it expects. Not
 	// fsynced: the lock's state lives in the kernel, not in these bytes.
 	if err := writeNote(lock, fmt.Sprintf("pid %d expects version %q since %s\n",
 		os.Getpid(), expected, time.Now().UTC().Format(time.RFC3339Nano))); err != nil {

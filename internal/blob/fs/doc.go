@@ -1,6 +1,6 @@
 // Package fs is the filesystem sink: a blob.Store, blob.Conditional and
 // blob.Locker on a local directory tree. It is the reference for the
-// durability rules of DESIGN §1 and §2 on a POSIX filesystem.
+// durability rules of design.md §1 and §2 on a POSIX filesystem.
 //
 // Invariants:
 //

@@ -16,7 +16,7 @@
 //     Uploaded parts of an upload that could not be aborted at all (the
 //     store unreachable) are invisible; a bucket lifecycle rule
 //     AbortIncompleteMultipartUpload reclaims their space.
-//   - Compare-and-swap (DESIGN §2). A Version is the object's ETag exactly
+//   - Compare-and-swap (design.md §2). A Version is the object's ETag exactly
 //     as the store returned it, quotes included. PutIf is a single
 //     PutObject with If-None-Match: * (create) or If-Match: <etag>
 //     (replace), never a multipart upload, so the check and the write are

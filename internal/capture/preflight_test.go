@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"os"
@@ -15,30 +15,30 @@ func TestMissingDirectory(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, missing := missingDirectory(dir); missing {
+	if _, missing := MissingDirectory(dir); missing {
 		t.Errorf("%s exists, but was reported missing", dir)
 	}
-	c, missing := missingDirectory(filepath.Join(dir, "a", "b"))
+	c, missing := MissingDirectory(filepath.Join(dir, "a", "b"))
 	if !missing || c.Status != "ok" || !strings.Contains(c.Detail, "init creates it in "+dir) {
 		t.Errorf("missing under a writable directory: %+v", c)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
 		t.Errorf("the check created a directory (stat: %v)", err)
 	}
-	c, missing = missingDirectory(filepath.Join(file, "sink"))
+	c, missing = MissingDirectory(filepath.Join(file, "sink"))
 	if !missing || c.Status != "fail" || !strings.Contains(c.Detail, "is not a directory") || c.Fix == "" {
 		t.Errorf("missing under a file: %+v", c)
 	}
 }
 
 func TestPrintPreflight(t *testing.T) {
-	rep := preflightReport{Provider: "rds", Failed: 1, Warnings: 1, Checks: []checkLine{
+	rep := PreflightReport{Provider: "rds", Failed: 1, Warnings: 1, Checks: []Check{
 		{Name: "wal_level", Status: "fail", Detail: "wal_level is replica, not logical", Fix: "set rds.logical_replication = 1"},
 		{Name: "replica_identity", Status: "warn", Detail: "table public.e has no primary key", Fix: "add one"},
 		{Name: "slot", Status: "ok", Detail: "slot s does not exist yet"},
 	}}
 	var b strings.Builder
-	if err := printPreflight(&b, rep, "text"); err != nil {
+	if err := rep.Write(&b, "text"); err != nil {
 		t.Fatal(err)
 	}
 	want := `✗ wal_level is replica, not logical

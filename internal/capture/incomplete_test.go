@@ -1,6 +1,7 @@
-package main
+package capture
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestIncompleteTables(t *testing.T) {
 		"public.later": {Snapshot: manifest.Snapshot{State: manifest.SnapshotPending}},
 	}}
 	ids := []cdc.TableID{{Schema: "public", Name: "done"}, {Schema: "public", Name: "half"}, {Schema: "public", Name: "old"}, {Schema: "public", Name: "later"}}
-	complete, incomplete := incompleteTables(m, ids)
+	complete, incomplete := Incomplete(m, ids)
 	if len(complete) != 2 || complete[0].Name != "done" || complete[1].Name != "old" {
 		t.Errorf("complete: %v", complete)
 	}
@@ -27,9 +28,9 @@ func TestIncompleteTables(t *testing.T) {
 	if strings.Join(incomplete, "|") != strings.Join(want, "|") {
 		t.Errorf("incomplete: %q, want %q", incomplete, want)
 	}
-	err := incompleteError(incomplete)
-	if code := exitCode(err); code != ExitNotInitialized {
-		t.Errorf("exit code %d, want %d", code, ExitNotInitialized)
+	err := IncompleteError(incomplete)
+	if !errors.Is(err, cdc.ErrNotInitialized) {
+		t.Errorf("the refusal is not cdc.ErrNotInitialized (exit 18): %v", err)
 	}
 	if !strings.Contains(err.Error(), "public.half (backfilling 50 / ~100 (50%))") || !strings.Contains(cdc.HintOf(err), "--allow-incomplete") {
 		t.Errorf("error %q, hint %q", err, cdc.HintOf(err))

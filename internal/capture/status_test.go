@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"bytes"
@@ -120,7 +120,7 @@ func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
 
 	out.Reset()
 	delete(m.Tables, "public.t5") // a resnapshot is no part of an interrupted init
-	printResume(&out, m, map[string]int64{"public.t3": 250}, "slot_x")
+	(&Resume{Manifest: m, Lost: map[string]int64{"public.t3": 250}}).WriteText(&out, "slot_x")
 	got = out.String()
 	for _, want := range []string{
 		"init was interrupted: 1 of 3 tables are complete at the consistent point 0/16B3748; 2 are not",

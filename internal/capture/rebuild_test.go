@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"testing"
@@ -31,11 +31,11 @@ func rebuildManifest() *manifest.Manifest {
 
 func TestRebuildGenerationIsAfterEveryLineage(t *testing.T) {
 	m := rebuildManifest()
-	if g, err := rebuildGeneration(m); err != nil || g != "g0004" {
+	if g, err := RebuildGeneration(m); err != nil || g != "g0004" {
 		t.Fatalf("rebuildGeneration = %q, %v; want g0004 (after b's re-snapshot g0003)", g, err)
 	}
 	m.Tables["public.a"].Generation = "bad"
-	if _, err := rebuildGeneration(m); err == nil {
+	if _, err := RebuildGeneration(m); err == nil {
 		t.Fatal("a malformed generation was accepted")
 	}
 }
@@ -97,8 +97,8 @@ func TestSlotState(t *testing.T) {
 		{postgres.SlotInfo{Exists: true, WALStatus: "reserved", ConfirmedFlushLSN: 0x200}, "confirmed at 0/200, past the manifest's end LSN 0/100"},
 		{postgres.SlotInfo{Exists: true, WALStatus: "reserved", ConfirmedFlushLSN: 0x100}, "healthy (rebuilt on request)"},
 	} {
-		if got := slotState(c.slot, m); got != c.want {
-			t.Errorf("slotState(%+v) = %q, want %q", c.slot, got, c.want)
+		if got := SlotState(c.slot, m); got != c.want {
+			t.Errorf("SlotState(%+v) = %q, want %q", c.slot, got, c.want)
 		}
 	}
 }

@@ -1,35 +1,36 @@
-package main
+package verify
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
-	"github.com/pg-cdc/pg-cdc/internal/verify"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
 func TestPrintVerify(t *testing.T) {
-	rep := &verify.Report{Tables: []verify.TableResult{
+	rep := &Report{Tables: []TableResult{
 		{Table: "public.customers", Equal: true, Key: []string{"id"}, Snapshot: "100:105:102", Watermark: 0x1A2B3C4, Epoch: 42, EndLSN: 0x1A2B400,
-			Counts: verify.Counts{SourceRows: 1204, SinkRows: 1204, Matching: 1204}, Newer: 7,
+			Counts: Counts{SourceRows: 1204, SinkRows: 1204, Matching: 1204}, Newer: 7,
 			Adjusted: map[string]int64{"balance": 2}},
 		{Table: "public.items", Key: []string{"order_id", "line"}, Snapshot: "100:105:102",
-			Counts: verify.Counts{SourceRows: 300, SinkRows: 299, Matching: 296, Missing: 2, Extra: 1, Changed: 1,
+			Counts: Counts{SourceRows: 300, SinkRows: 299, Matching: 296, Missing: 2, Extra: 1, Changed: 1,
 				Columns: map[string]int64{"qty": 1, "note": 1}, Unrecovered: 1,
-				Ranges: []verify.Range{
+				Ranges: []Range{
 					{First: "(order_id, line)=(5, 2)", Last: "(order_id, line)=(5, 2)", Keys: 1, Changed: 1},
 					{First: "(order_id, line)=(7, 1)", Last: "(order_id, line)=(9, 3)", Keys: 3, Missing: 2, Extra: 1},
 				},
 				MoreRanges: 4,
-				Examples: []verify.Example{
+				Examples: []Example{
 					{Key: "(order_id, line)=(5, 2)", Column: "qty", Source: "3", Sink: "4"},
 					{Key: "(order_id, line)=(5, 2)", Column: "note", Source: "xx…", Sink: "NULL", Unrecovered: true},
 				}}},
 		{Table: "public.log", Equal: true, Multiset: true, Snapshot: "110:110:", Watermark: 0x1A2B500,
-			Counts: verify.Counts{SourceRows: 3, SinkRows: 3, Matching: 3}},
+			Counts: Counts{SourceRows: 3, SinkRows: 3, Matching: 3}},
 	}}
 	var out bytes.Buffer
-	printVerify(&out, rep)
+	rep.WriteText(&out)
 	want := `as of source snapshot 100:105:102; watermark 0/1A2B3C4 passed by manifest epoch 42 (end LSN 0/1A2B400)
 public.customers: equal: 1204 rows in the source, 1204 in the sink; 7 sink versions newer than the snapshot ignored
   source values a type rule changed, compared as the sink stores them (docs/types.md): balance (2)
@@ -50,15 +51,15 @@ public.log: equal: 3 rows in the source, 3 in the sink (no primary key: compared
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
 	}
 
-	err := differences(rep)
-	if code := exitCode(err); code != ExitDifferences {
-		t.Errorf("exit code %d for %v", code, err)
+	err := rep.Err()
+	if !errors.Is(err, cdc.ErrDifferences) {
+		t.Errorf("the verdict is not cdc.ErrDifferences (exit 19): %v", err)
 	}
 	if err == nil || !strings.Contains(err.Error(), "1 of 3 tables differ: public.items") {
 		t.Errorf("error: %v", err)
 	}
 	rep.Tables = rep.Tables[:1]
-	if err := differences(rep); err != nil {
+	if err := rep.Err(); err != nil {
 		t.Errorf("equal tables: %v", err)
 	}
 }

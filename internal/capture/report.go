@@ -1,0 +1,101 @@
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/compact"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
+)
+
+// WriteText says what an interrupted init finished and what is left.
+func (r *Resume) WriteText(out io.Writer, slot string) {
+	m, lost := r.Manifest, r.Lost
+	unfinished := Unfinished(m)
+	fmt.Fprintf(out, "init was interrupted: %d of %d tables are complete at the consistent point %s; %d are not:\n",
+		len(m.Tables)-len(unfinished), len(m.Tables), m.EndLSN, len(unfinished))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\t")
+	var keyless []string
+	for _, key := range SortedTables(m) {
+		t := m.Tables[key]
+		note := ""
+		switch {
+		case t.Snapshot.Complete():
+			rows := int64(0)
+			if t.Base != nil {
+				rows = t.Base.RowCount
+			}
+			fmt.Fprintf(tw, "%s\tcomplete\t%d\t\n", key, rows)
+			continue
+		case lost[key] > 0:
+			note = fmt.Sprintf("the interrupted copy had read %d rows; it is copied again from the start", lost[key])
+		case len(t.PrimaryKey) == 0:
+			keyless = append(keyless, key)
+			note = "no primary key: cannot be backfilled"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", key, t.Snapshot.State, SnapshotProgress(t.Snapshot), note)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "the manifest and slot %s are kept: the slot holds every change since %s.\n", slot, m.EndLSN)
+	fmt.Fprintln(out, "run 'pg-cdc start': it streams from that point and completes the unfinished tables as backfills ('pg-cdc status' shows their progress)")
+	for _, key := range keyless {
+		fmt.Fprintf(out, "table %s has no primary key, so start cannot backfill it: add a primary key to it, or run 'pg-cdc teardown --yes' and 'pg-cdc init' again\n", key)
+	}
+}
+
+// Write writes the report as text (one line per check, its fix below)
+// or, with format "json", as JSON.
+func (rep PreflightReport) Write(out io.Writer, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		return nil
+	}
+	mark := map[string]string{string(postgres.StatusOK): "✓", string(postgres.StatusWarn): "!", string(postgres.StatusFail): "✗"}
+	for _, c := range rep.Checks {
+		fmt.Fprintf(out, "%s %s\n", mark[c.Status], c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(out, "    fix: %s\n", c.Fix)
+		}
+	}
+	provider := rep.Provider
+	if provider == "" {
+		provider = "unknown"
+	}
+	warnings := "warnings"
+	if rep.Warnings == 1 {
+		warnings = "warning"
+	}
+	_, err := fmt.Fprintf(out, "preflight: %d passed, %d %s, %d failed (fixes for provider %s)\n",
+		len(rep.Checks)-rep.Failed-rep.Warnings, rep.Warnings, warnings, rep.Failed, provider)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// CompactReport is what a compaction pass did.
+type CompactReport struct {
+	Results []compact.Result
+	GC      compact.CollectResult
+}
+
+// WriteText writes a line per table and one for the garbage collected.
+func (r *CompactReport) WriteText(out io.Writer) {
+	for _, res := range r.Results {
+		if res.Skipped != "" {
+			fmt.Fprintf(out, "%s: nothing to do (%s)\n", res.Table, res.Skipped)
+			continue
+		}
+		fmt.Fprintf(out, "%s: base of epoch %d from %d deltas: %d rows (%d tombstones kept, %d purged), %d files, %s, %s\n",
+			res.Table, res.Epoch, res.FoldedDeltas, res.Rows, res.Tombstones, res.Purged, res.Files, HumanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
+	}
+	fmt.Fprintf(out, "garbage: %d retired and %d orphaned files deleted, %d waiting for the grace period\n", r.GC.Retired, r.GC.Orphans, r.GC.Waiting)
+}
