@@ -100,8 +100,10 @@ type Reader struct {
 	// version lacks (versions.go).
 	fills map[string]map[int][]parquet.Value
 	// reads are, per file key, the schema a file whose version named
-	// columns otherwise is read with (versions.go).
+	// columns otherwise is read with, and renames what its rows list in
+	// __unchanged (versions.go).
 	reads              map[string]*parquet.Schema
+	renames            map[string]map[string]string
 	truncated          bool
 	truncLSN, truncSeq int64
 	tombstones         bool
@@ -162,6 +164,9 @@ func Open(ctx context.Context, store blob.Store, mt *manifest.Table, opts Option
 		return nil, err
 	}
 	if r.reads, err = readSchemas(mt, table); err != nil {
+		return nil, err
+	}
+	if r.renames, err = unchangedRenames(mt, mt.CurrentSchema()); err != nil {
 		return nil, err
 	}
 	for i, c := range table.Columns {
@@ -251,10 +256,13 @@ func (r *Reader) load(ctx context.Context, store blob.Store, key string, opts Op
 			return err
 		}
 		n, err := pr.ReadRows(batch)
-		fills := r.fills[key]
+		fills, renames := r.fills[key], r.renames[key]
 		for _, row := range batch[:n] {
 			if fills != nil {
 				row = fillRow(row, fills)
+			}
+			if renames != nil {
+				renameUnchanged(row, renames)
 			}
 			if err := r.add(row, key, opts); err != nil {
 				return err

@@ -182,3 +182,45 @@ func readSchemas(mt *manifest.Table, newest *cdc.Table) (map[string]*parquet.Sch
 		return ps, ps != nil, err
 	})
 }
+
+// unchangedRenames returns, per file key, the renames (the name in the
+// file's schema version → the newest name) to apply to the names its rows
+// list in __unchanged, which name columns as the file's version called
+// them; files of versions without renames are not listed.
+func unchangedRenames(mt *manifest.Table, newest *manifest.SchemaVersion) (map[string]map[string]string, error) {
+	byVersion := map[int]map[string]string{}
+	return byFile(mt, func(v int) (map[string]string, bool, error) {
+		if ren, ok := byVersion[v]; ok {
+			return ren, ren != nil, nil
+		}
+		sv := mt.SchemaAt(v)
+		if sv == nil {
+			return nil, false, fmt.Errorf("merge %s: a file was written with schema version %d, which the manifest does not hold", mt.ID(), v)
+		}
+		var ren map[string]string
+		for _, c := range newest.Columns {
+			for _, fc := range sv.Columns {
+				if c.FieldID != 0 && fc.FieldID == c.FieldID && fc.Name != c.Name {
+					if ren == nil {
+						ren = map[string]string{}
+					}
+					ren[fc.Name] = c.Name
+				}
+			}
+		}
+		byVersion[v] = ren
+		return ren, ren != nil, nil
+	})
+}
+
+// renameUnchanged rewrites the names row lists in __unchanged by ren.
+func renameUnchanged(row parquet.Row, ren map[string]string) {
+	for i, v := range row {
+		if v.Column() != parquetfile.LeafUnchanged || v.IsNull() {
+			continue
+		}
+		if name, ok := ren[string(v.ByteArray())]; ok {
+			row[i] = parquet.ByteArrayValue([]byte(name)).Level(v.RepetitionLevel(), v.DefinitionLevel(), parquetfile.LeafUnchanged)
+		}
+	}
+}
