@@ -1,0 +1,214 @@
+// Package refs holds the sink's named points (design.md §11):
+// `_pgcdc/refs.json`, written with compare-and-swap after the manifest,
+// holds the branches — `staging`, which follows every committed manifest
+// version, and `main`, which follows it too (promotion mode auto) or moves
+// only when an operator promotes (manual). Tags `raw@<RFC 3339 time>` name
+// every flush inside the history's retention window; they are not stored:
+// the history itself holds them (each flush version's flushed_at), so a
+// flush a second costs no growing file.
+//
+// Refs are derived from the manifest: a write that was lost (a crash after
+// the manifest's commit, a store failure) is repaired by the next version
+// (Follow); a branch never points at a version the history cannot read
+// longer than the retention window, because the garbage collector keeps
+// the files of every version a branch names (Pinned).
+package refs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// Key is the refs file's key, beside the manifest.
+const Key = "_pgcdc/refs.json"
+
+// FormatVersion is the refs format this code writes and reads.
+const FormatVersion = 1
+
+// The branches.
+const (
+	Staging = "staging"
+	Main    = "main"
+)
+
+// Promotion modes (promotion.mode): main follows staging, or moves only
+// with pg-cdc promote.
+const (
+	ModeAuto   = "auto"
+	ModeManual = "manual"
+)
+
+// TagPrefix starts the name of a flush's tag: raw@<flushed_at, RFC 3339>.
+const TagPrefix = "raw@"
+
+// Refs is the refs file.
+type Refs struct {
+	FormatVersion int `json:"format_version"`
+	// Version counts the writes of the file (compare-and-swap).
+	Version  uint64            `json:"version"`
+	Branches map[string]Branch `json:"branches"`
+}
+
+// Branch is where a branch points: a manifest version, with what names it
+// for a reader (epoch, end LSN, the newest commit time it holds).
+type Branch struct {
+	ManifestVersion uint64    `json:"manifest_version"`
+	Epoch           uint64    `json:"epoch"`
+	EndLSN          cdc.LSN   `json:"end_lsn"`
+	MaxCommitTime   time.Time `json:"max_commit_time"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	// By says what moved it last: "follow" (the daemon), "promote" (an
+	// operator, with the user).
+	By string `json:"by"`
+}
+
+// At is the branch pointing at m.
+func At(m *manifest.Manifest, now time.Time, by string) Branch {
+	b := Branch{ManifestVersion: m.Version, Epoch: m.Epoch, EndLSN: m.EndLSN, UpdatedAt: now.UTC(), By: by}
+	if n := len(m.History); n > 0 {
+		b.MaxCommitTime = m.History[n-1].MaxCommitTime
+	}
+	return b
+}
+
+// ErrNoRefs: the sink has no refs file yet (a capture before refs, or no
+// version followed yet).
+var ErrNoRefs = errors.New("no refs file")
+
+// Load reads the refs file and its store version.
+func Load(ctx context.Context, store blob.Conditional) (*Refs, blob.Version, error) {
+	data, v, err := store.ReadVersion(ctx, Key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, "", fmt.Errorf("read %s: %w", Key, ErrNoRefs)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", Key, err)
+	}
+	r, err := Decode(data)
+	return r, v, err
+}
+
+// Decode parses a refs file.
+func Decode(data []byte) (*Refs, error) {
+	var r Refs
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", Key, err)
+	}
+	if r.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("decode %s: format version %d, this version reads %d", Key, r.FormatVersion, FormatVersion)
+	}
+	if r.Branches == nil {
+		r.Branches = map[string]Branch{}
+	}
+	return &r, nil
+}
+
+// Encode writes the refs file (stable key order).
+func (r *Refs) Encode() ([]byte, error) {
+	r.FormatVersion = FormatVersion
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", Key, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// maxAttempts bounds one Update's compare-and-swap retries.
+const maxAttempts = 20
+
+// Update applies mutate to the refs file (a new one when there is none)
+// and writes it with compare-and-swap, again on a conflict with another
+// writer. mutate reports whether it changed anything; nothing is written
+// when it did not.
+func Update(ctx context.Context, store blob.Conditional, mutate func(*Refs) (bool, error)) (*Refs, error) {
+	for range maxAttempts {
+		r, v, err := Load(ctx, store)
+		switch {
+		case errors.Is(err, ErrNoRefs):
+			r, v = &Refs{FormatVersion: FormatVersion, Branches: map[string]Branch{}}, ""
+		case err != nil:
+			return nil, err
+		}
+		changed, err := mutate(r)
+		if err != nil || !changed {
+			return r, err
+		}
+		r.Version++
+		data, err := r.Encode()
+		if err != nil {
+			return nil, err
+		}
+		_, err = store.PutIf(ctx, Key, data, v)
+		if errors.Is(err, blob.ErrPrecondition) {
+			continue // another writer: read its refs and apply again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write %s: %w", Key, err)
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf("write %s: %d conflicting writes in a row", Key, maxAttempts)
+}
+
+// Follow moves staging to m, a committed manifest version, and main too in
+// auto mode: what the daemon does after every version. A branch never
+// moves backwards (a follower that saw an older version than another
+// writer). It writes nothing when the refs are already there.
+func Follow(ctx context.Context, store blob.Conditional, m *manifest.Manifest, mode string, now time.Time) (*Refs, error) {
+	return Update(ctx, store, func(r *Refs) (bool, error) {
+		changed := false
+		for _, name := range []string{Staging, Main} {
+			if name == Main && mode == ModeManual {
+				if _, ok := r.Branches[Main]; ok {
+					continue // moves only with promote
+				}
+				// A manual main starts where staging is first seen.
+			}
+			if b, ok := r.Branches[name]; !ok || b.ManifestVersion < m.Version {
+				r.Branches[name] = At(m, now, "follow")
+				changed = true
+			}
+		}
+		return changed, nil
+	})
+}
+
+// Pinned returns the manifest versions the branches name (sorted, unique):
+// the garbage collector keeps their files and their history.
+func Pinned(ctx context.Context, store blob.Conditional) ([]uint64, error) {
+	r, _, err := Load(ctx, store)
+	if errors.Is(err, ErrNoRefs) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, b := range r.Branches {
+		out = append(out, b.ManifestVersion)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Tag is the tag name of a flush made at flushedAt.
+func Tag(flushedAt time.Time) string { return TagPrefix + flushedAt.UTC().Format(time.RFC3339Nano) }
+
+// ParseTag reads a tag's time; ok is false for a name that is no tag.
+func ParseTag(name string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(name, TagPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, rest)
+	return t, err == nil
+}

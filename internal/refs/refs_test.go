@@ -1,0 +1,153 @@
+package refs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+func version(v uint64) *manifest.Manifest {
+	return &manifest.Manifest{Version: v, Epoch: v * 10, EndLSN: cdc.LSN(0x1000 + v)}
+}
+
+// TestFollow: staging follows every version, main too in auto mode and
+// only once (its start) in manual mode; a branch never moves back; nothing
+// is written when nothing moves.
+func TestFollow(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	for _, mode := range []string{ModeAuto, ModeManual} {
+		store := memory.New()
+		if _, _, err := Load(ctx, store); !errors.Is(err, ErrNoRefs) {
+			t.Fatalf("%s: no refs yet: %v", mode, err)
+		}
+		for _, v := range []uint64{3, 5, 4} {
+			if _, err := Follow(ctx, store, version(v), mode, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, _, err := Load(ctx, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMain := uint64(5)
+		if mode == ModeManual {
+			wantMain = 3
+		}
+		if r.Branches[Staging].ManifestVersion != 5 || r.Branches[Main].ManifestVersion != wantMain {
+			t.Errorf("%s: staging %d, main %d; want 5 and %d", mode, r.Branches[Staging].ManifestVersion, r.Branches[Main].ManifestVersion, wantMain)
+		}
+		before := r.Version
+		if _, err := Follow(ctx, store, version(5), mode, now); err != nil {
+			t.Fatal(err)
+		}
+		if r, _, _ = Load(ctx, store); r.Version != before {
+			t.Errorf("%s: a follow that moved nothing wrote the file (version %d → %d)", mode, before, r.Version)
+		}
+		pinned, err := Pinned(ctx, store)
+		if err != nil || !slices.Equal(pinned, slices.Compact([]uint64{min(wantMain, 5), 5})) {
+			t.Errorf("%s: pinned %v, %v", mode, pinned, err)
+		}
+	}
+}
+
+// TestUpdateConcurrent: writers racing on the refs file each land exactly
+// once (compare-and-swap, retried on conflict).
+func TestUpdateConcurrent(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := Update(ctx, store, func(r *Refs) (bool, error) {
+				r.Branches[strings.Repeat("b", i+1)] = Branch{ManifestVersion: uint64(i)}
+				return true, nil
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	r, _, err := Load(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Branches) != 8 || r.Version != 8 {
+		t.Errorf("%d branches after 8 writers, file version %d", len(r.Branches), r.Version)
+	}
+}
+
+func TestTags(t *testing.T) {
+	at := time.Date(2026, 12, 1, 8, 0, 0, 123456000, time.UTC)
+	name := Tag(at)
+	if name != "raw@2026-12-01T08:00:00.123456Z" {
+		t.Errorf("tag %q", name)
+	}
+	if got, ok := ParseTag(name); !ok || !got.Equal(at) {
+		t.Errorf("ParseTag(%q) = %v, %v", name, got, ok)
+	}
+	for _, bad := range []string{"main", "raw@yesterday", "raw@"} {
+		if _, ok := ParseTag(bad); ok {
+			t.Errorf("%q read as a tag", bad)
+		}
+	}
+}
+
+func table(cols ...manifest.Column) *manifest.Table {
+	return &manifest.Table{Schema: "public", Name: "t", PrimaryKey: []string{"id"}, Generation: "g0001", SchemaVersion: 1,
+		Schemas: []manifest.SchemaVersion{{Version: 1, Columns: cols}}}
+}
+
+func col(name, pt string, id int) manifest.Column {
+	return manifest.Column{Name: name, ParquetType: pt, PGType: strings.ToLower(pt), FieldID: id}
+}
+
+// TestJudge: the verdict of a promotion by what changed.
+func TestJudge(t *testing.T) {
+	id, a := col("id", "INT64", 1), col("a", "INT32", 2)
+	base := &manifest.Manifest{Tables: map[string]*manifest.Table{"public.t": table(id, a)}}
+	evolved := func(cols ...manifest.Column) *manifest.Manifest {
+		mt := table(cols...)
+		mt.SchemaVersion, mt.Schemas[0].Version = 2, 2
+		return &manifest.Manifest{Tables: map[string]*manifest.Table{"public.t": mt}}
+	}
+	widened, renamed, retyped := a, a, a
+	widened.ParquetType = "INT64"
+	renamed.Name = "a2"
+	retyped.ParquetType = "STRING"
+	other := &manifest.Manifest{Tables: map[string]*manifest.Table{"public.t": table(id, a), "public.u": table(id)}}
+	for _, c := range []struct {
+		name string
+		to   *manifest.Manifest
+		data map[string]Counts
+		want Verdict
+	}{
+		{"nothing", base, nil, NoChange},
+		{"rows", base, map[string]Counts{"public.t": {Inserted: 3, Changed: 1}}, Safe},
+		{"column added", evolved(id, a, col("b", "STRING", 3)), nil, SchemaChange},
+		{"widened", evolved(id, widened), map[string]Counts{"public.t": {Changed: 2}}, SchemaChange},
+		{"table added", other, nil, SchemaChange},
+		{"column dropped", evolved(id), nil, Breaking},
+		{"renamed", evolved(id, renamed), nil, Breaking},
+		{"int to text", evolved(id, retyped), nil, Breaking},
+	} {
+		got, changes := Judge(base, c.to, c.data)
+		if got != c.want {
+			t.Errorf("%s: %s (%+v), want %s", c.name, got, changes, c.want)
+		}
+		if c.want != NoChange && len(changes) == 0 {
+			t.Errorf("%s: no table listed", c.name)
+		}
+	}
+	if v, _ := Judge(other, base, nil); v != Breaking {
+		t.Errorf("a table removed: %s", v)
+	}
+}
