@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -44,7 +45,26 @@ type Committer struct {
 	seq    uint64 // attempts so far, for CommitStamp
 
 	obs Observer
+
+	// The history log (log.go): raw is current's stored bytes, the base of
+	// the next version's diff; logState and pending say whether current is
+	// readable from the log.
+	log      *slog.Logger
+	raw      []byte
+	logState logState
+	pending  *pendingWrite
 }
+
+// SetLogger sets where log write failures are reported (at warn; they never
+// fail a commit). The default discards them.
+func (c *Committer) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = discard
+	}
+	c.log = l
+}
+
+var discard = slog.New(slog.DiscardHandler)
 
 // Observer is told about conflicts (metrics). Nil fields are skipped.
 type Observer struct {
@@ -109,22 +129,39 @@ func (c *Committer) SetRival(rival func(mine, theirs *Manifest) bool) { c.rival 
 // Load reads the manifest from the store. A missing manifest gives an error
 // matching cdc.ErrNotInitialized.
 func Load(ctx context.Context, store blob.Conditional) (*Manifest, blob.Version, error) {
+	m, version, _, err := load(ctx, store)
+	return m, version, err
+}
+
+// load is Load that also returns the stored bytes.
+func load(ctx context.Context, store blob.Conditional) (*Manifest, blob.Version, []byte, error) {
 	data, version, err := store.ReadVersion(ctx, Key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return nil, "", fmt.Errorf("read manifest %s: %w", Key, cdc.ErrNotInitialized)
+		return nil, "", nil, fmt.Errorf("read manifest %s: %w", Key, cdc.ErrNotInitialized)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read manifest %s: %w", Key, err)
+		return nil, "", nil, fmt.Errorf("read manifest %s: %w", Key, err)
 	}
 	m, err := Decode(data)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return m, version, nil
+	return m, version, data, nil
+}
+
+// learn positions the committer on a version it read. A version other than
+// its current one is checked in the log before the next commit builds on it.
+func (c *Committer) learn(m *Manifest, v blob.Version, raw []byte) {
+	same := c.current != nil && m.Version != 0 && m.Version == c.current.Version
+	c.current, c.version, c.raw = m, v, raw
+	if !same {
+		c.logState, c.pending = logUnknown, nil
+	}
 }
 
 // Create writes the first manifest. It fails with blob.ErrPrecondition when a
-// manifest already exists: init never overwrites one.
+// manifest already exists: init never overwrites one. Its checkpoint starts
+// the history log (a failure to write it is retried by the first Commit).
 func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.Time) (*Committer, error) {
 	m.FormatVersion = FormatVersion
 	m.Version = 1
@@ -137,19 +174,21 @@ func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.T
 	if err != nil {
 		return nil, fmt.Errorf("create manifest: %w", err)
 	}
-	return &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID()}, nil
+	c := &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID(), log: discard, raw: data}
+	c.record(ctx, nil, nil, m, data)
+	return c, nil
 }
 
 // Open loads the manifest and returns a committer positioned on it.
 func Open(ctx context.Context, store blob.Conditional, breaker Breaker) (*Committer, error) {
-	m, v, err := Load(ctx, store)
+	m, v, raw, err := load(ctx, store)
 	if err != nil {
 		return nil, err
 	}
 	if breaker.Threshold <= 0 {
 		breaker = DefaultBreaker
 	}
-	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID()}, nil
+	return &Committer{store: store, breaker: breaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID(), log: discard, raw: raw}, nil
 }
 
 // Current returns the last manifest this committer read or wrote. Callers
@@ -172,6 +211,12 @@ func (c *Committer) Current() *Manifest { return c.current }
 // another Writer than the one this committer read, Commit fails at once
 // with an error matching cdc.ErrCASBreaker and ErrSuperseded; otherwise
 // such conflicts coming faster than the breaker allows fail the same way.
+//
+// After the compare-and-swap, before it returns (and before Observer.Committed),
+// Commit writes the version's history log entry (log.go): a diff from the
+// previous version, and a checkpoint every CheckpointEvery versions or when
+// the previous version is not known to be readable. A log write that fails is
+// logged (SetLogger) and never fails the commit.
 func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*Manifest, error) {
 	for attempt := 1; ; attempt++ {
 		next := c.current.Clone()
@@ -192,11 +237,13 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		}
 		v, putErr := c.store.PutIf(ctx, Key, data, c.version)
 		if putErr == nil {
-			c.current, c.version = next, v
+			prev, prevRaw := c.current, c.raw
+			c.current, c.version, c.raw = next, v, data
+			c.record(ctx, prev, prevRaw, next, data)
 			c.committed(next)
 			return next, nil
 		}
-		fresh, fv, err := Load(ctx, c.store)
+		fresh, fv, freshRaw, err := load(ctx, c.store)
 		if err != nil {
 			if !errors.Is(putErr, blob.ErrPrecondition) {
 				return nil, fmt.Errorf("commit manifest: %w: %w", blob.ErrUnavailable, putErr)
@@ -206,7 +253,9 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		if fresh.Commit != nil && *fresh.Commit == stamp {
 			// The store applied the write but its answer was lost (or a
 			// retry of it found the version moved by the write itself).
-			c.current, c.version = fresh, fv
+			prev, prevRaw := c.current, c.raw
+			c.current, c.version, c.raw = fresh, fv, freshRaw
+			c.record(ctx, prev, prevRaw, fresh, freshRaw)
 			c.committed(fresh)
 			return fresh, nil
 		}
@@ -222,7 +271,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		if c.obs.ConflictResolved != nil {
 			c.obs.ConflictResolved()
 		}
-		c.current, c.version = fresh, fv
+		c.learn(fresh, fv, freshRaw)
 	}
 }
 
@@ -232,14 +281,14 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 // land is adopted, and a stream another process moved since this one's
 // last read fails as in Commit.
 func (c *Committer) Resync(ctx context.Context) error {
-	fresh, fv, err := Load(ctx, c.store)
+	fresh, fv, raw, err := load(ctx, c.store)
 	if err != nil {
 		return fmt.Errorf("%w: %w", blob.ErrUnavailable, err)
 	}
 	if err := c.superseded(fresh); err != nil {
 		return c.tripped(err)
 	}
-	c.current, c.version = fresh, fv
+	c.learn(fresh, fv, raw)
 	return nil
 }
 
@@ -261,11 +310,11 @@ func (c *Committer) superseded(fresh *Manifest) error {
 // another (compaction beside the streamer) and should start from the
 // newest version rather than learn it from a conflict.
 func (c *Committer) Refresh(ctx context.Context) error {
-	m, v, err := Load(ctx, c.store)
+	m, v, raw, err := load(ctx, c.store)
 	if err != nil {
 		return err
 	}
-	c.current, c.version = m, v
+	c.learn(m, v, raw)
 	return nil
 }
 
