@@ -14,36 +14,100 @@ import (
 // DefaultGracePeriod is gc.grace_period's default.
 const DefaultGracePeriod = time.Hour
 
+// DefaultRetention is history.retention's default.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// CollectOptions tune a garbage collection.
+type CollectOptions struct {
+	// Grace is gc.grace_period (DefaultGracePeriod when zero): it must
+	// exceed the longest flush or compaction and the longest a reader
+	// holds an old manifest.
+	Grace time.Duration
+	// Retention is history.retention (DefaultRetention when zero): every
+	// version committed within it stays readable (manifest.History), so
+	// it bounds Grace from below.
+	Retention time.Duration
+	// Pinned returns the versions refs pin (nil: none): their files and
+	// the log they are read from are kept whatever their age.
+	Pinned func(ctx context.Context) ([]uint64, error)
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (o *CollectOptions) defaults() {
+	if o.Grace <= 0 {
+		o.Grace = DefaultGracePeriod
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
 // CollectResult describes one garbage collection.
 type CollectResult struct {
 	Retired  int   // retired files deleted
 	Orphans  int   // unreferenced files deleted (uploads no manifest ever named)
-	Waiting  int   // retired or orphaned files younger than the grace period
+	Waiting  int   // retired or orphaned files younger than the grace period (or named by a retained or pinned version)
 	Bytes    int64 // of the orphans deleted
 	Duration time.Duration
+	// LogDeleted counts the history log objects deleted (entries and
+	// checkpoints of versions older than the retention).
+	LogDeleted int
+	// Oldest is the oldest manifest version readable afterwards (0 for a
+	// manifest written before versions existed, which has no log).
+	Oldest uint64
+	// UnreadablePins lists pinned versions the log can no longer rebuild,
+	// for which nothing could be kept.
+	UnreadablePins []uint64
 }
 
-// Collect deletes data files that no reader can need: files the manifest
-// lists as retired for longer than grace, and orphans, files under the
-// tables' prefixes that the manifest neither references nor lists and that
-// are older than grace (written by a flush or compaction that died before
-// its commit). Nothing under _pgcdc/ is touched. grace must exceed the
-// longest flush or compaction and the longest a reader holds an old manifest.
+// Collect deletes what no reader can need, in this order:
+//
+//  1. the history log (manifest.History) of versions older than the
+//     retention: the version that was current at now - Retention and
+//     every later one stay readable, and so does every pinned version; the
+//     oldest readable version is recorded first, so a reader never finds
+//     it deleted;
+//  2. files the manifest lists as retired for longer than max(Grace,
+//     Retention) — versions committed within the retention may still name
+//     them — unless the oldest retained version or a pinned version names
+//     them;
+//  3. orphans: files under the tables' prefixes that the manifest neither
+//     references nor lists, that no retained or pinned version names, and
+//     that are older than Grace (written by a flush or compaction that died
+//     before its commit).
+//
+// Nothing else under _pgcdc/ is touched. The oldest retained version is
+// rebuilt and its files kept, so a file a retained version names is never
+// deleted, whatever the clocks: the age rule alone would delete a file
+// whose retiring compaction straddled the boundary.
 //
 // The manifest is committed after the deletions, so a kill in between only
 // leaves entries whose files are already gone; the next Collect deletes them
 // again (deleting a missing key is not an error) and drops them.
-func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grace time.Duration, now func() time.Time) (CollectResult, error) {
+func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o CollectOptions) (CollectResult, error) {
+	o.defaults()
 	start := time.Now()
 	var res CollectResult
-	if now == nil {
-		now = time.Now
-	}
 	if err := mc.Refresh(ctx); err != nil {
 		return res, fmt.Errorf("collect garbage: %w", err)
 	}
 	m := mc.Current()
-	cutoff := now().Add(-grace)
+	now := o.Now()
+	objects, err := store.List(ctx, "")
+	if err != nil {
+		return res, fmt.Errorf("collect garbage: %w", err)
+	}
+	keep, err := collectHistory(ctx, store, m, objects, now, o, &res)
+	if err != nil {
+		return res, fmt.Errorf("collect garbage: %w", err)
+	}
+
+	cutoff := now.Add(-o.Grace)
+	retiredCutoff := now.Add(-max(o.Grace, o.Retention))
 	live := referenced(m)
 	listed := make(map[string]bool, len(m.Garbage))
 	var due []string
@@ -52,7 +116,7 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 		if live[g.Path] {
 			continue // referenced again (cannot happen; never delete it)
 		}
-		if g.RetiredAt.After(cutoff) {
+		if g.RetiredAt.After(retiredCutoff) || keep[g.Path] {
 			res.Waiting++
 			continue
 		}
@@ -66,16 +130,12 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 		res.Retired++
 	}
 
-	objects, err := store.List(ctx, "")
-	if err != nil {
-		return res, fmt.Errorf("collect garbage: %w", err)
-	}
 	current := currentGenerations(m)
-	for _, o := range objects {
-		if strings.HasPrefix(o.Key, "_pgcdc/") || !strings.HasSuffix(o.Key, ".parquet") || live[o.Key] || listed[o.Key] {
+	for _, obj := range objects {
+		if strings.HasPrefix(obj.Key, "_pgcdc/") || !strings.HasSuffix(obj.Key, ".parquet") || live[obj.Key] || listed[obj.Key] {
 			continue
 		}
-		if building(o.Key, current) {
+		if building(obj.Key, current) {
 			// A generation after the table's current one is being loaded
 			// (pg-cdc rebuild copies it before one manifest write names
 			// it); a rebuild longer than the grace period must not lose
@@ -85,16 +145,16 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 			res.Waiting++
 			continue
 		}
-		if o.Modified.IsZero() || o.Modified.After(cutoff) {
+		if obj.Modified.IsZero() || obj.Modified.After(cutoff) || keep[obj.Key] {
 			res.Waiting++
 			continue
 		}
 		failpoint.Inject("gc/delete")
-		if err := store.Delete(ctx, o.Key); err != nil {
+		if err := store.Delete(ctx, obj.Key); err != nil {
 			return res, fmt.Errorf("collect garbage: %w", err)
 		}
 		res.Orphans++
-		res.Bytes += o.Size
+		res.Bytes += obj.Size
 	}
 
 	if len(due) > 0 {
@@ -118,6 +178,62 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, grac
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// collectHistory prunes the history log to the retention and returns the
+// files the versions it keeps readable name beyond the current manifest:
+// those of the oldest retained version and of every pinned one.
+func collectHistory(ctx context.Context, store blob.Store, m *manifest.Manifest, objects []blob.ObjectInfo, now time.Time, o CollectOptions, res *CollectResult) (map[string]bool, error) {
+	if m.Version == 0 {
+		return nil, nil // written before versions existed: there is no log yet
+	}
+	var pinned []uint64
+	if o.Pinned != nil {
+		var err error
+		if pinned, err = o.Pinned(ctx); err != nil {
+			return nil, fmt.Errorf("pinned versions: %w", err)
+		}
+	}
+	hist := manifest.NewHistory(store)
+	boundary, ok, err := hist.VersionAt(ctx, now.Add(-o.Retention))
+	if err != nil {
+		return nil, fmt.Errorf("history retention: %w", err)
+	}
+	if !ok {
+		// Every readable version is younger than the retention.
+		oldest, err := hist.Oldest(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("history retention: %w", err)
+		}
+		boundary = oldest.Version
+	}
+	plan := manifest.PlanRetention(objects, boundary, m.Version, pinned)
+	res.Oldest, res.UnreadablePins = plan.Oldest, plan.Unreadable
+	keep := map[string]bool{}
+	for _, v := range plan.Keep {
+		if v == m.Version {
+			continue // the current manifest's files are live already
+		}
+		old, err := hist.At(ctx, v)
+		if err != nil {
+			return nil, fmt.Errorf("history retention: files of version %d: %w", v, err)
+		}
+		for path := range referenced(old) {
+			keep[path] = true
+		}
+	}
+	// Record the new oldest before deleting below it: a reader that finds
+	// a version missing then learns it is outside the retention.
+	if err := hist.SetOldest(ctx, plan.Oldest); err != nil {
+		return nil, fmt.Errorf("history retention: %w", err)
+	}
+	for _, key := range plan.Delete {
+		if err := store.Delete(ctx, key); err != nil {
+			return nil, fmt.Errorf("history retention: %w", err)
+		}
+		res.LogDeleted++
+	}
+	return keep, nil
 }
 
 // currentGenerations maps each table's key prefix ("<schema>/<table>",

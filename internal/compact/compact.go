@@ -72,6 +72,10 @@ type Options struct {
 	Now func() time.Time
 	// Log receives one line per compacted table (slog.Default when nil).
 	Log *slog.Logger
+	// Retention (history.retention) and Pinned are Pass's garbage
+	// collection's (CollectOptions).
+	Retention time.Duration
+	Pinned    func(context.Context) ([]uint64, error)
 }
 
 func (o *Options) defaults() {
@@ -421,11 +425,12 @@ func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []
 	if ctx.Err() != nil {
 		return results, CollectResult{}, errors.Join(errs...)
 	}
-	gc, err := Collect(ctx, store, mc, grace, opts.Now)
+	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, Now: opts.Now})
 	if err != nil {
 		errs = append(errs, err)
-	} else if gc.Retired+gc.Orphans > 0 {
-		opts.Log.Info("collected garbage", "retired_deleted", gc.Retired, "orphans_deleted", gc.Orphans, "waiting", gc.Waiting)
+	} else if gc.Retired+gc.Orphans+gc.LogDeleted > 0 {
+		opts.Log.Info("collected garbage", "retired_deleted", gc.Retired, "orphans_deleted", gc.Orphans, "waiting", gc.Waiting,
+			"history_deleted", gc.LogDeleted, "oldest_version", gc.Oldest)
 	}
 	return results, gc, errors.Join(errs...)
 }
