@@ -20,6 +20,7 @@ type Config struct {
 	State       StateConfig
 	Compaction  CompactionConfig
 	GC          GCConfig
+	History     HistoryConfig
 	Metrics     MetricsConfig
 	Guardrail   GuardrailConfig
 	Schema      SchemaConfig
@@ -263,6 +264,17 @@ type GCConfig struct {
 	GracePeriod time.Duration
 }
 
+// HistoryConfig is the "history" section: committed manifest versions
+// stay readable (design.md §11).
+type HistoryConfig struct {
+	// Retention (history.retention, PGCDC_HISTORY_RETENTION): every
+	// committed manifest version stays readable this long, across
+	// compactions, and garbage collection keeps the files and log entries
+	// they need. It bounds gc.grace_period from below: a retired file is
+	// deleted only once both have passed. Default 168h.
+	Retention time.Duration
+}
+
 // MetricsConfig is the "metrics" section: the HTTP endpoint of start
 // (docs/metrics.md).
 type MetricsConfig struct {
@@ -385,7 +397,8 @@ func Default() Config {
 			MemoryBudgetBytes: 64 << 20,
 			TargetFileBytes:   256 << 20,
 		},
-		GC: GCConfig{GracePeriod: time.Hour},
+		GC:      GCConfig{GracePeriod: time.Hour},
+		History: HistoryConfig{Retention: 168 * time.Hour},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

@@ -55,6 +55,8 @@ compaction:
   target_file_bytes: 8192
 gc:
   grace_period: 2h
+history:
+  retention: 72h
 log:
   level: debug
   format: json
@@ -86,6 +88,7 @@ func TestParseFull(t *testing.T) {
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
 		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
 		GC:          GCConfig{GracePeriod: 2 * time.Hour},
+		History:     HistoryConfig{Retention: 72 * time.Hour},
 		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
 		Schema:      SchemaConfig{ReconcileInterval: 60 * time.Second},
 		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
@@ -408,6 +411,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		State:      StateConfig{Path: "v"},
 		Compaction: CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
 		GC:         GCConfig{GracePeriod: time.Second},
+		History:    HistoryConfig{Retention: time.Second},
 		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
 		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
 		Schema:     SchemaConfig{ReconcileInterval: time.Second},

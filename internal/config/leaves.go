@@ -100,6 +100,7 @@ func leaves(c *Config) []leaf {
 		{"compaction.memory_budget_bytes", &c.Compaction.MemoryBudgetBytes},
 		{"compaction.target_file_bytes", &c.Compaction.TargetFileBytes},
 		{"gc.grace_period", &c.GC.GracePeriod},
+		{"history.retention", &c.History.Retention},
 		{"metrics.listen", &c.Metrics.Listen},
 		{"metrics.liveness_timeout", &c.Metrics.LivenessTimeout},
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},

@@ -174,6 +174,7 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 	c.State.Path = ""
 	c.Compaction.Interval = -time.Minute
 	c.GC.GracePeriod = 0
+	c.History.Retention = -time.Hour
 	c.Metrics.Listen = "9090"
 	c.Guardrail.MaxRetainedWALBytes = -1
 	c.Schema.ReconcileInterval = -time.Second
@@ -214,6 +215,7 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 		"replication.heartbeat_interval_sec: want a whole number of seconds, got 1.5s",
 		"storage.request_timeout_sec: must be > 0, got -1",
 		"schema.reconcile_interval_sec: must be 0 (off) or positive, got -1",
+		"history.retention: must be > 0, got -1h0m0s",
 		`source.postgres.schemas[1]: must not be empty, got ""`,
 	} {
 		if !strings.Contains(err.Error(), want) {

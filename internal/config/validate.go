@@ -67,7 +67,7 @@ func (c Config) validate() []*FieldError {
 	for _, check := range []func(*problems){
 		c.validateSource, c.validateTables, c.validateTypes, c.validateReplication, c.validateInit,
 		c.validateStorage, c.validateAWS, c.validateFlush, c.validateRetry, c.validateState,
-		c.validateCompaction, c.validateGC, c.validateMetrics, c.validateGuardrail, c.validateSchema,
+		c.validateCompaction, c.validateGC, c.validateHistory, c.validateMetrics, c.validateGuardrail, c.validateSchema,
 		c.validateBackfill, c.validateLog,
 	} {
 		check(&p)
@@ -334,6 +334,12 @@ func (c Config) validateCompaction(p *problems) {
 func (c Config) validateGC(p *problems) {
 	if c.GC.GracePeriod <= 0 {
 		p.got("gc.grace_period", c.GC.GracePeriod, "must be > 0 (and longer than any flush, compaction or reader)")
+	}
+}
+
+func (c Config) validateHistory(p *problems) {
+	if c.History.Retention <= 0 {
+		p.got("history.retention", c.History.Retention, "must be > 0")
 	}
 }
 
