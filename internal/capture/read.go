@@ -22,22 +22,29 @@ import (
 type CompactOptions struct {
 	MemoryBytes, TargetFileBytes int64
 	TombstoneTTL, GracePeriod    time.Duration
+	// Retention is history.retention: the garbage collection keeps every
+	// manifest version committed within it readable (compact.Collect).
+	Retention time.Duration
+	// Pinned returns the manifest versions refs pin (nil: none).
+	Pinned func(context.Context) ([]uint64, error)
 }
 
 // Compact folds the deltas of tables (every table when none are named)
-// into new bases, then collects the garbage older than the grace period.
+// into new bases, then collects the garbage older than the grace period
+// and the history retention.
 // It is safe beside a running start.
 func (c *Capture) Compact(ctx context.Context, tables []string, o CompactOptions) (*CompactReport, error) {
 	mc, err := compact.NewCommitter(ctx, c.Sink)
 	if err != nil {
 		return nil, c.NotInitialized(err)
 	}
+	mc.SetLogger(c.Log)
 	ids, err := Resolve(mc.Current(), tables)
 	if err != nil {
 		return nil, err
 	}
 	opts := compact.Options{ScratchDir: filepath.Join(c.StateDir, "compact"), MemoryBytes: o.MemoryBytes,
-		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log}
+		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention, Pinned: o.Pinned}
 	results, gc, err := compact.Pass(ctx, c.Sink, mc, ids, opts, o.GracePeriod)
 	return &CompactReport{Results: results, GC: gc}, err
 }

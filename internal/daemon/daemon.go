@@ -86,6 +86,11 @@ type CompactionOptions struct {
 	Interval                     time.Duration
 	MemoryBytes, TargetFileBytes int64
 	TombstoneTTL, GracePeriod    time.Duration
+	// Retention is history.retention: garbage collection keeps every
+	// manifest version committed within it readable (compact.Collect).
+	Retention time.Duration
+	// Pinned returns the manifest versions refs pin (nil: none).
+	Pinned func(context.Context) ([]uint64, error)
 }
 
 // Follower is work that follows the committed manifest versions beside the
@@ -266,7 +271,7 @@ func (d *daemon) startBackground(background *stage) {
 		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
-				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log}}
+				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, Pinned: co.Pinned}}
 		background.Go("compaction", l.run)
 	}
 	if o.ReconcileInterval > 0 {

@@ -45,6 +45,7 @@ func (l *compactionLoop) run(ctx context.Context) {
 			continue
 		}
 		mc.SetObserver(l.observer)
+		mc.SetLogger(log)
 		started := time.Now()
 		results, collected, err := compact.Pass(ctx, l.sink, mc, nil, l.opts, l.grace)
 		if err != nil && ctx.Err() != nil {
