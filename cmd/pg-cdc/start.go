@@ -45,7 +45,7 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval, MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
 			Retention: cfg.History.Retention},
-		ReconcileInterval: cfg.Schema.ReconcileInterval, HeartbeatInterval: cfg.Replication.HeartbeatInterval,
+		PromotionMode: cfg.Promotion.Mode, ReconcileInterval: cfg.Schema.ReconcileInterval, HeartbeatInterval: cfg.Replication.HeartbeatInterval,
 		MaxRetainedWAL: cfg.Guardrail.MaxRetainedWALBytes,
 		Listen:         cfg.Metrics.Listen, LivenessTimeout: cfg.Metrics.LivenessTimeout, ReadinessMaxLag: cfg.Metrics.ReadinessMaxLag,
 		RunID: app.runID, User: audit.CurrentUser(), Version: version, Args: args, Settings: settings(cfg, app.scrub.Scrub),

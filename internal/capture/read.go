@@ -14,6 +14,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/merge"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/refs"
 	"github.com/pg-cdc/pg-cdc/internal/render"
 	"github.com/pg-cdc/pg-cdc/internal/verify"
 )
@@ -25,8 +26,6 @@ type CompactOptions struct {
 	// Retention is history.retention: the garbage collection keeps every
 	// manifest version committed within it readable (compact.Collect).
 	Retention time.Duration
-	// Pinned returns the manifest versions refs pin (nil: none).
-	Pinned func(context.Context) ([]uint64, error)
 }
 
 // Compact folds the deltas of tables (every table when none are named)
@@ -44,7 +43,8 @@ func (c *Capture) Compact(ctx context.Context, tables []string, o CompactOptions
 		return nil, err
 	}
 	opts := compact.Options{ScratchDir: filepath.Join(c.StateDir, "compact"), MemoryBytes: o.MemoryBytes,
-		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention, Pinned: o.Pinned}
+		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention,
+		Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, c.Sink) }}
 	results, gc, err := compact.Pass(ctx, c.Sink, mc, ids, opts, o.GracePeriod)
 	return &CompactReport{Results: results, GC: gc}, err
 }

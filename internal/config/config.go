@@ -25,6 +25,8 @@ type Config struct {
 	Guardrail   GuardrailConfig
 	Schema      SchemaConfig
 	Backfill    BackfillConfig
+	Promotion   PromotionConfig
+	Query       QueryConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -275,6 +277,43 @@ type HistoryConfig struct {
 	Retention time.Duration
 }
 
+// Promotion modes (promotion.mode).
+const (
+	PromotionAuto   = "auto"
+	PromotionManual = "manual"
+)
+
+// PromotionConfig is the "promotion" section: how the branch main moves
+// (design.md §11).
+type PromotionConfig struct {
+	// Mode (promotion.mode, PGCDC_PROMOTION_MODE): "auto" (default), main
+	// follows every flush as staging does; "manual", main moves only with
+	// pg-cdc promote.
+	Mode string
+}
+
+// QueryConfig is the "query" section: the read path's limits (pg-cdc
+// query, design.md §11).
+type QueryConfig struct {
+	// MemoryBytes (query.memory_bytes, PGCDC_QUERY_MEMORY_BYTES) bounds the
+	// query engine's memory; it spills to state.path beyond. Default 1 GiB.
+	MemoryBytes int64
+	// Threads (query.threads, PGCDC_QUERY_THREADS) is the engine's worker
+	// threads. Default 2.
+	Threads int
+	// Timeout (query.timeout, PGCDC_QUERY_TIMEOUT) interrupts a query that
+	// runs longer. Default 60s.
+	Timeout time.Duration
+	// MaxRows and MaxBytes (query.max_rows, query.max_bytes) cap a result;
+	// a result cut short says it is truncated. Defaults 100000 and 64 MiB.
+	MaxRows  int
+	MaxBytes int64
+	// CacheBytes (query.cache_bytes, PGCDC_QUERY_CACHE_BYTES) bounds the
+	// local copies of an object store's files under state.path/cache (a
+	// filesystem sink is read in place). Default 10 GiB.
+	CacheBytes int64
+}
+
 // MetricsConfig is the "metrics" section: the HTTP endpoint of start
 // (docs/metrics.md).
 type MetricsConfig struct {
@@ -399,6 +438,9 @@ func Default() Config {
 		},
 		GC:      GCConfig{GracePeriod: time.Hour},
 		History: HistoryConfig{Retention: 168 * time.Hour},
+		Promotion: PromotionConfig{Mode: PromotionAuto},
+		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
+			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

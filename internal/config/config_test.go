@@ -92,6 +92,8 @@ func TestParseFull(t *testing.T) {
 		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
 		Schema:      SchemaConfig{ReconcileInterval: 60 * time.Second},
 		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
+		Promotion:   PromotionConfig{Mode: PromotionAuto},
+		Query:       Default().Query,
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -416,6 +418,8 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
 		Schema:     SchemaConfig{ReconcileInterval: time.Second},
 		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverInterval: time.Second},
+		Promotion:  PromotionConfig{Mode: "v"},
+		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
 		Log:        LogConfig{Level: "v", Format: "v"},
 		Types:      map[string]string{"s.t.c": "v"},
 	}) {

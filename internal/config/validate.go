@@ -68,7 +68,7 @@ func (c Config) validate() []*FieldError {
 		c.validateSource, c.validateTables, c.validateTypes, c.validateReplication, c.validateInit,
 		c.validateStorage, c.validateAWS, c.validateFlush, c.validateRetry, c.validateState,
 		c.validateCompaction, c.validateGC, c.validateHistory, c.validateMetrics, c.validateGuardrail, c.validateSchema,
-		c.validateBackfill, c.validateLog,
+		c.validateBackfill, c.validatePromotion, c.validateQuery, c.validateLog,
 	} {
 		check(&p)
 	}
@@ -340,6 +340,26 @@ func (c Config) validateGC(p *problems) {
 func (c Config) validateHistory(p *problems) {
 	if c.History.Retention <= 0 {
 		p.got("history.retention", c.History.Retention, "must be > 0")
+	}
+}
+
+func (c Config) validatePromotion(p *problems) {
+	switch c.Promotion.Mode {
+	case PromotionAuto, PromotionManual:
+	default:
+		p.got("promotion.mode", c.Promotion.Mode, "want %s or %s", PromotionAuto, PromotionManual)
+	}
+}
+
+func (c Config) validateQuery(p *problems) {
+	q := c.Query
+	p.positive("query.memory_bytes", q.MemoryBytes)
+	p.positive("query.threads", int64(q.Threads))
+	p.positive("query.max_rows", int64(q.MaxRows))
+	p.positive("query.max_bytes", q.MaxBytes)
+	p.positive("query.cache_bytes", q.CacheBytes)
+	if q.Timeout <= 0 {
+		p.got("query.timeout", q.Timeout, "must be > 0")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/refs"
 	"github.com/pg-cdc/pg-cdc/internal/runs"
 )
 
@@ -27,6 +28,10 @@ type Options struct {
 	Stream     StreamOptions
 	Retry      RetryPolicy
 	Compaction CompactionOptions
+	// PromotionMode is how the branch main moves (refs.ModeAuto: with
+	// every version, as staging does; refs.ModeManual: with pg-cdc
+	// promote only).
+	PromotionMode string
 	// ReconcileInterval is how often the background reconciler runs (0:
 	// never); HeartbeatInterval how often a heartbeat is written (0:
 	// never); MaxRetainedWAL the retained-WAL guardrail (0: off).
@@ -87,10 +92,9 @@ type CompactionOptions struct {
 	MemoryBytes, TargetFileBytes int64
 	TombstoneTTL, GracePeriod    time.Duration
 	// Retention is history.retention: garbage collection keeps every
-	// manifest version committed within it readable (compact.Collect).
+	// manifest version committed within it readable (compact.Collect),
+	// and every version a ref names (refs.Pinned).
 	Retention time.Duration
-	// Pinned returns the manifest versions refs pin (nil: none).
-	Pinned func(context.Context) ([]uint64, error)
 }
 
 // Follower is work that follows the committed manifest versions beside the
@@ -271,13 +275,18 @@ func (d *daemon) startBackground(background *stage) {
 		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
-				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, Pinned: co.Pinned}}
+				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention,
+				Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, d.c.Sink) }}}
 		background.Go("compaction", l.run)
 	}
 	if o.ReconcileInterval > 0 {
 		r := &reconciler{spec: d.c.Source, every: o.ReconcileInterval, current: d.feed.Latest, log: o.Log}
 		background.Go("reconciler", r.run)
 	}
+	background.Go("refs", func(ctx context.Context) {
+		f := refsFollower{sink: d.c.Sink, mode: o.PromotionMode, log: o.Log}
+		_ = d.feed.Follow(ctx, f.follow)
+	})
 	background.Go("run state", func(ctx context.Context) {
 		_ = d.feed.Follow(ctx, func(_ context.Context, m *manifest.Manifest) error {
 			obs.recordManifest(m)
