@@ -51,6 +51,7 @@ type Committer struct {
 	// readable from the log.
 	log      *slog.Logger
 	raw      []byte
+	rawDoc   *doc // raw's structural index, kept for the next diff; nil: not built
 	logState logState
 	pending  *pendingWrite
 }
@@ -155,6 +156,7 @@ func (c *Committer) learn(m *Manifest, v blob.Version, raw []byte) {
 	same := c.current != nil && m.Version != 0 && m.Version == c.current.Version
 	c.current, c.version, c.raw = m, v, raw
 	if !same {
+		c.rawDoc = nil
 		c.logState, c.pending = logUnknown, nil
 	}
 }
@@ -175,7 +177,7 @@ func Create(ctx context.Context, store blob.Conditional, m *Manifest, now time.T
 		return nil, fmt.Errorf("create manifest: %w", err)
 	}
 	c := &Committer{store: store, breaker: DefaultBreaker, now: time.Now, current: m, version: v, rival: StreamMoved, writer: NewWriterID(), log: discard, raw: data}
-	c.record(ctx, nil, nil, m, data)
+	c.record(ctx, nil, nil, nil, m, data)
 	return c, nil
 }
 
@@ -237,9 +239,9 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		}
 		v, putErr := c.store.PutIf(ctx, Key, data, c.version)
 		if putErr == nil {
-			prev, prevRaw := c.current, c.raw
-			c.current, c.version, c.raw = next, v, data
-			c.record(ctx, prev, prevRaw, next, data)
+			prev, prevRaw, prevDoc := c.current, c.raw, c.rawDoc
+			c.current, c.version, c.raw, c.rawDoc = next, v, data, nil
+			c.record(ctx, prev, prevRaw, prevDoc, next, data)
 			c.committed(next)
 			return next, nil
 		}
@@ -253,9 +255,9 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		if fresh.Commit != nil && *fresh.Commit == stamp {
 			// The store applied the write but its answer was lost (or a
 			// retry of it found the version moved by the write itself).
-			prev, prevRaw := c.current, c.raw
-			c.current, c.version, c.raw = fresh, fv, freshRaw
-			c.record(ctx, prev, prevRaw, fresh, freshRaw)
+			prev, prevRaw, prevDoc := c.current, c.raw, c.rawDoc
+			c.current, c.version, c.raw, c.rawDoc = fresh, fv, freshRaw, nil
+			c.record(ctx, prev, prevRaw, prevDoc, fresh, freshRaw)
 			c.committed(fresh)
 			return fresh, nil
 		}

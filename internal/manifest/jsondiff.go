@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -54,32 +55,164 @@ const (
 
 // diffJSON returns the ops that turn the JSON document a into b.
 func diffJSON(a, b []byte) ([]Op, error) {
-	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
-	if len(a) == 0 || len(b) == 0 {
-		return nil, errors.New("diff: empty document")
+	da, err := newDoc(a)
+	if err != nil {
+		return nil, err
 	}
-	var d differ
-	if err := d.value(nil, a, b); err != nil {
+	db, err := newDoc(b)
+	if err != nil {
+		return nil, err
+	}
+	return diffDocs(da, db)
+}
+
+// diffDocs returns the ops that turn a into b.
+func diffDocs(a, b *doc) ([]Op, error) {
+	d := differ{a: a, b: b}
+	if err := d.value(nil, a.root, b.root); err != nil {
 		return nil, err
 	}
 	return d.ops, nil
 }
 
-type differ struct {
-	ops []Op
+// doc is a JSON document with its structural index: where each object or
+// array that opens at an offset closes. One pass builds it (the committer
+// keeps the previous version's), after which splitting a container into
+// its members jumps over nested values instead of scanning them, so a diff
+// reads each changed level once rather than each byte once per level.
+type doc struct {
+	data   []byte
+	root   span
+	opens  []int // offsets of '{' and '[' in document order
+	closes []int // offset of the matching '}' or ']'
 }
 
-func (d *differ) value(path []string, a, b []byte) error {
-	if bytes.Equal(a, b) {
+// span is a value's bytes, [start, end) in doc.data.
+type span struct{ start, end int }
+
+// newDoc indexes data, which must hold one JSON value (objects, arrays
+// and strings are checked for structure; literals are not parsed).
+func newDoc(data []byte) (*doc, error) {
+	d := &doc{data: data}
+	var stack []int // indexes into opens
+	for i := 0; i < len(data); i++ {
+		for i < len(data) && !structural[data[i]] {
+			i++
+		}
+		if i == len(data) {
+			break
+		}
+		switch c := data[i]; c {
+		case '"':
+			end, err := skipString(data, i)
+			if err != nil {
+				return nil, err
+			}
+			i = end - 1
+		case '{', '[':
+			stack = append(stack, len(d.opens))
+			d.opens = append(d.opens, i)
+			d.closes = append(d.closes, -1)
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil, errors.New("diff: mismatched bracket")
+			}
+			k := stack[len(stack)-1]
+			if (c == '}') != (data[d.opens[k]] == '{') {
+				return nil, errors.New("diff: mismatched bracket")
+			}
+			stack = stack[:len(stack)-1]
+			d.closes[k] = i
+		}
+	}
+	if len(stack) > 0 {
+		return nil, errors.New("diff: unterminated value")
+	}
+	start := skipSpace(data, 0)
+	if start == len(data) {
+		return nil, errors.New("diff: empty document")
+	}
+	end, err := d.skipValue(start)
+	if err != nil {
+		return nil, err
+	}
+	if skipSpace(data, end) != len(data) {
+		return nil, errors.New("diff: trailing bytes after a value")
+	}
+	d.root = span{start, end}
+	return d, nil
+}
+
+func (d *doc) bytes(s span) []byte { return d.data[s.start:s.end] }
+
+// closing returns the offset of the bracket that closes the container
+// opening at i.
+func (d *doc) closing(i int) (int, error) {
+	k, found := slices.BinarySearch(d.opens, i)
+	if !found {
+		return 0, errors.New("diff: not a container")
+	}
+	return d.closes[k], nil
+}
+
+// skipValue returns the offset after the JSON value starting at i.
+func (d *doc) skipValue(i int) (int, error) {
+	data := d.data
+	if i >= len(data) {
+		return 0, errors.New("diff: value expected")
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		c, err := d.closing(i)
+		if err != nil {
+			return 0, err
+		}
+		return c + 1, nil
+	case '}', ']', ',', ':':
+		return 0, errors.New("diff: value expected")
+	}
+	j := i
+	for j < len(data) && !literalEnd[data[j]] {
+		j++
+	}
+	return j, nil
+}
+
+// structural marks the bytes newDoc stops at.
+var structural = func() (t [256]bool) {
+	for _, c := range []byte("\"{}[]") {
+		t[c] = true
+	}
+	return t
+}()
+
+// literalEnd marks the bytes that end a number, true, false or null.
+var literalEnd = func() (t [256]bool) {
+	for _, c := range []byte(" \t\n\r,]}:{[\"") {
+		t[c] = true
+	}
+	return t
+}()
+
+type differ struct {
+	a, b *doc
+	ops  []Op
+}
+
+func (d *differ) value(path []string, a, b span) error {
+	av, bv := d.a.bytes(a), d.b.bytes(b)
+	if bytes.Equal(av, bv) {
 		return nil
 	}
 	switch {
-	case a[0] == '{' && b[0] == '{':
+	case av[0] == '{' && bv[0] == '{':
 		return d.object(path, a, b)
-	case a[0] == '[' && b[0] == '[':
+	case av[0] == '[' && bv[0] == '[':
 		return d.array(path, a, b)
 	}
-	return d.set(path, b)
+	return d.set(path, bv)
 }
 
 func (d *differ) set(path []string, v []byte) error {
@@ -91,16 +224,16 @@ func (d *differ) set(path []string, v []byte) error {
 	return nil
 }
 
-func (d *differ) object(path []string, a, b []byte) error {
-	am, err := objectMembers(a)
+func (d *differ) object(path []string, a, b span) error {
+	am, err := d.a.members(a)
 	if err != nil {
 		return err
 	}
-	bm, err := objectMembers(b)
+	bm, err := d.b.members(b)
 	if err != nil {
 		return err
 	}
-	old := make(map[string][]byte, len(am))
+	old := make(map[string]span, len(am))
 	for _, m := range am {
 		old[m.key] = m.val
 	}
@@ -114,7 +247,7 @@ func (d *differ) object(path []string, a, b []byte) error {
 			}
 			continue
 		}
-		if err := d.set(p, m.val); err != nil {
+		if err := d.set(p, d.b.bytes(m.val)); err != nil {
 			return err
 		}
 	}
@@ -126,23 +259,23 @@ func (d *differ) object(path []string, a, b []byte) error {
 	return nil
 }
 
-func (d *differ) array(path []string, a, b []byte) error {
-	ae, err := arrayElements(a)
+func (d *differ) array(path []string, a, b span) error {
+	ae, err := d.a.elements(a)
 	if err != nil {
 		return err
 	}
-	be, err := arrayElements(b)
+	be, err := d.b.elements(b)
 	if err != nil {
 		return err
 	}
-	drop, ok := splice(ae, be)
+	drop, ok := splice(d.a, ae, d.b, be)
 	if !ok {
-		return d.set(path, b)
+		return d.set(path, d.b.bytes(b))
 	}
 	kept := len(ae) - drop
 	op := Op{Op: opSplice, Path: clonePath(path), Drop: drop}
 	for _, e := range be[kept:] {
-		c, err := compactJSON(e)
+		c, err := compactJSON(d.b.bytes(e))
 		if err != nil {
 			return err
 		}
@@ -155,18 +288,15 @@ func (d *differ) array(path []string, a, b []byte) error {
 // splice finds the smallest drop such that b is a[drop:] followed by more
 // elements, keeping at least one element of a (a splice that keeps nothing
 // is a set).
-func splice(a, b [][]byte) (drop int, ok bool) {
+func splice(da *doc, a []span, db *doc, b []span) (drop int, ok bool) {
 	for drop = 0; drop < len(a); drop++ {
 		kept := len(a) - drop
-		if kept > len(b) {
-			continue
-		}
-		if !bytes.Equal(a[drop], b[0]) {
+		if kept > len(b) || !bytes.Equal(da.bytes(a[drop]), db.bytes(b[0])) {
 			continue
 		}
 		match := true
 		for i := 1; i < kept; i++ {
-			if !bytes.Equal(a[drop+i], b[i]) {
+			if !bytes.Equal(da.bytes(a[drop+i]), db.bytes(b[i])) {
 				match = false
 				break
 			}
@@ -193,98 +323,87 @@ func compactJSON(v []byte) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// member is one key and raw value of a JSON object.
+// member is one key and value of a JSON object.
 type member struct {
 	key string
-	val []byte
+	val span
 }
 
-// objectMembers splits the JSON object d (no surrounding space) into its
-// members, in document order. Values keep their bytes (whitespace included);
+// members splits the object at s into its members, in document order;
 // keys are unescaped.
-func objectMembers(d []byte) ([]member, error) {
-	if len(d) == 0 || d[0] != '{' {
-		return nil, errors.New("diff: not an object")
-	}
+func (d *doc) members(s span) ([]member, error) {
+	data := d.data
 	var out []member
-	i := skipSpace(d, 1)
-	if i < len(d) && d[i] == '}' {
-		return out, checkEnd(d, i+1)
+	i := skipSpace(data, s.start+1)
+	last := s.end - 1 // the closing '}'
+	if i == last {
+		return out, nil
 	}
 	for {
-		if i >= len(d) || d[i] != '"' {
+		if i >= last || data[i] != '"' {
 			return nil, errors.New("diff: object key expected")
 		}
-		end, err := skipString(d, i)
+		end, err := skipString(data, i)
 		if err != nil {
 			return nil, err
 		}
-		key, err := unquote(d[i:end])
+		key, err := unquote(data[i:end])
 		if err != nil {
 			return nil, err
 		}
-		i = skipSpace(d, end)
-		if i >= len(d) || d[i] != ':' {
+		i = skipSpace(data, end)
+		if i >= last || data[i] != ':' {
 			return nil, errors.New("diff: ':' expected")
 		}
-		i = skipSpace(d, i+1)
-		vend, err := skipValue(d, i)
+		i = skipSpace(data, i+1)
+		vend, err := d.skipValue(i)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{key: key, val: d[i:vend]})
-		i = skipSpace(d, vend)
-		if i >= len(d) {
-			return nil, errors.New("diff: unterminated object")
+		if vend > last {
+			return nil, errors.New("diff: value runs past its object")
 		}
-		switch d[i] {
-		case ',':
-			i = skipSpace(d, i+1)
-		case '}':
-			return out, checkEnd(d, i+1)
+		out = append(out, member{key: key, val: span{i, vend}})
+		i = skipSpace(data, vend)
+		switch {
+		case i == last:
+			return out, nil
+		case i < last && data[i] == ',':
+			i = skipSpace(data, i+1)
 		default:
 			return nil, errors.New("diff: ',' or '}' expected")
 		}
 	}
 }
 
-// arrayElements splits the JSON array d (no surrounding space) into its
-// elements' bytes.
-func arrayElements(d []byte) ([][]byte, error) {
-	if len(d) == 0 || d[0] != '[' {
-		return nil, errors.New("diff: not an array")
-	}
-	var out [][]byte
-	i := skipSpace(d, 1)
-	if i < len(d) && d[i] == ']' {
-		return out, checkEnd(d, i+1)
+// elements splits the array at s into its elements.
+func (d *doc) elements(s span) ([]span, error) {
+	data := d.data
+	var out []span
+	i := skipSpace(data, s.start+1)
+	last := s.end - 1 // the closing ']'
+	if i == last {
+		return out, nil
 	}
 	for {
-		end, err := skipValue(d, i)
+		end, err := d.skipValue(i)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, d[i:end])
-		i = skipSpace(d, end)
-		if i >= len(d) {
-			return nil, errors.New("diff: unterminated array")
+		if end > last || end == i {
+			return nil, errors.New("diff: element runs past its array")
 		}
-		switch d[i] {
-		case ',':
-			i = skipSpace(d, i+1)
-		case ']':
-			return out, checkEnd(d, i+1)
+		out = append(out, span{i, end})
+		i = skipSpace(data, end)
+		switch {
+		case i == last:
+			return out, nil
+		case i < last && data[i] == ',':
+			i = skipSpace(data, i+1)
 		default:
 			return nil, errors.New("diff: ',' or ']' expected")
 		}
 	}
-}
-
-func checkEnd(d []byte, i int) error {
-	if skipSpace(d, i) != len(d) {
-		return errors.New("diff: trailing bytes after a value")
-	}
-	return nil
 }
 
 func unquote(s []byte) (string, error) {
@@ -311,61 +430,26 @@ func skipSpace(d []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string starting at d[i] ('"').
+// skipString returns the offset after the string starting at d[i] ('"'),
+// finding quotes with bytes.IndexByte: a quote ends the string unless an
+// odd number of backslashes precedes it.
 func skipString(d []byte, i int) (int, error) {
-	for j := i + 1; j < len(d); j++ {
-		switch d[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
+	j := i + 1
+	for {
+		k := bytes.IndexByte(d[j:], '"')
+		if k < 0 {
+			return 0, errors.New("diff: unterminated string")
 		}
-	}
-	return 0, errors.New("diff: unterminated string")
-}
-
-// skipValue returns the index after the JSON value starting at d[i]. It
-// checks structure (brackets, strings), not the grammar of literals: its
-// inputs are encodings this package wrote, and the diff of a malformed
-// document fails at the first bracket or quote out of place.
-func skipValue(d []byte, i int) (int, error) {
-	if i >= len(d) {
-		return 0, errors.New("diff: value expected")
-	}
-	switch d[i] {
-	case '"':
-		return skipString(d, i)
-	case '{', '[':
-		var stack []byte
-		for j := i; j < len(d); j++ {
-			switch c := d[j]; c {
-			case '"':
-				end, err := skipString(d, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				stack = append(stack, c)
-			case '}', ']':
-				if len(stack) == 0 || (c == '}') != (stack[len(stack)-1] == '{') {
-					return 0, errors.New("diff: mismatched bracket")
-				}
-				stack = stack[:len(stack)-1]
-				if len(stack) == 0 {
-					return j + 1, nil
-				}
-			}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && d[p] == '\\'; p-- {
+			n++
 		}
-		return 0, errors.New("diff: unterminated value")
-	case '}', ']', ',', ':':
-		return 0, errors.New("diff: value expected")
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
 	}
-	j := i
-	for j < len(d) && !strings.ContainsRune(" \t\n\r,]}:", rune(d[j])) {
-		j++
-	}
-	return j, nil
 }
 
 // applyOps applies ops to the generic JSON tree root (decoded with

@@ -160,20 +160,25 @@ type entry struct {
 }
 
 // encodeEntry renders version next's entry: its header and the diff from
-// prevRaw (the previous version's stored bytes) to nextRaw (its own).
-func encodeEntry(prevRaw []byte, next *Manifest, nextRaw []byte) ([]byte, error) {
-	ops, err := diffJSON(prevRaw, nextRaw)
+// prev (the previous version's stored bytes, indexed) to nextRaw (its
+// own), whose index it returns for the next diff.
+func encodeEntry(prev *doc, next *Manifest, nextRaw []byte) ([]byte, *doc, error) {
+	nd, err := newDoc(nextRaw)
 	if err != nil {
-		return nil, fmt.Errorf("log entry of version %d: %w", next.Version, err)
+		return nil, nil, fmt.Errorf("log entry of version %d: %w", next.Version, err)
+	}
+	ops, err := diffDocs(prev, nd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log entry of version %d: %w", next.Version, err)
 	}
 	if ops == nil {
 		ops = []Op{}
 	}
 	data, err := json.Marshal(entry{Header: HeaderOf(next), Ops: ops})
 	if err != nil {
-		return nil, fmt.Errorf("log entry of version %d: %w", next.Version, err)
+		return nil, nil, fmt.Errorf("log entry of version %d: %w", next.Version, err)
 	}
-	return append(data, '\n'), nil
+	return append(data, '\n'), nd, nil
 }
 
 func decodeEntry(data []byte, v uint64) (*entry, error) {
@@ -213,20 +218,30 @@ type pendingWrite struct {
 }
 
 // record writes next's log entry after its compare-and-swap, prev being
-// the version it replaced (nil for the first manifest) and the raw
-// arguments their stored bytes. Failures are logged and leave the commit
-// alone; they decide only what the next commit writes.
-func (c *Committer) record(ctx context.Context, prev *Manifest, prevRaw []byte, next *Manifest, nextRaw []byte) {
+// the version it replaced (nil for the first manifest), the raw arguments
+// their stored bytes and prevDoc prevRaw's index when the committer has it
+// (nil: built here). Failures are logged and leave the commit alone; they
+// decide only what the next commit writes. On return c.rawDoc indexes
+// nextRaw when the diff was computed.
+func (c *Committer) record(ctx context.Context, prev *Manifest, prevRaw []byte, prevDoc *doc, next *Manifest, nextRaw []byte) {
 	chained := c.ensurePrevious(ctx, prev, prevRaw)
 	var diff []byte
 	diffOK := false
 	if prev != nil && prev.Version != 0 && prev.Version+1 == next.Version {
-		data, err := encodeEntry(prevRaw, next, nextRaw)
+		var err error
+		if prevDoc == nil {
+			prevDoc, err = newDoc(prevRaw)
+		}
+		var data []byte
+		var nd *doc
+		if err == nil {
+			data, nd, err = encodeEntry(prevDoc, next, nextRaw)
+		}
 		switch {
 		case err != nil:
 			c.logFailure(next.Version, LogEntryKey(next.Version), err)
 		default:
-			diff = data
+			diff, c.rawDoc = data, nd
 			if err := c.putLog(ctx, LogEntryKey(next.Version), data); err != nil {
 				c.logFailure(next.Version, LogEntryKey(next.Version), err)
 			} else {
