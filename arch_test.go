@@ -87,6 +87,17 @@ func TestDependencyDirection(t *testing.T) {
 			t.Errorf("cmd/pg-cdc imports %s, which it does not wire (only %v)", d, wires)
 		}
 	}
+	// DuckDB is imported by the query engine alone (design.md §11: one read
+	// path); the test-only oracles may use it, and so may _test.go files,
+	// whose imports .Imports leaves out.
+	duckdbImporters := []string{"internal/query", "internal/sinktest", "internal/e2e"}
+	for pkg, list := range imports {
+		for _, d := range list {
+			if strings.HasPrefix(d, "github.com/duckdb/") && !slices.Contains(duckdbImporters, strings.TrimPrefix(pkg, mod)) {
+				t.Errorf("%s imports %s; only internal/query may import DuckDB (and the test-only %v)", pkg, d, duckdbImporters[1:])
+			}
+		}
+	}
 	// DuckDB (cgo) stays out of the binary that streams.
 	for _, d := range deps[mod+"cmd/pg-cdc"] {
 		if strings.HasPrefix(d, "github.com/duckdb/") {
