@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,8 +43,9 @@ func (s *Store) ReadVersion(ctx context.Context, key string) ([]byte, blob.Versi
 }
 
 // PutIf replaces the object only if its current version is expected (""
-// means it must not exist), under the key's lock file, so that of many
-// concurrent callers with the same expected version exactly one wins.
+// means it must not exist), so that of many concurrent callers with the
+// same expected version exactly one wins: a create is a link(2), which no
+// two callers can both make, and a replace holds the key's lock file.
 func (s *Store) PutIf(ctx context.Context, key string, data []byte, expected blob.Version) (blob.Version, error) {
 	p, err := s.path(key)
 	if err != nil {
@@ -52,13 +54,67 @@ func (s *Store) PutIf(ctx context.Context, key string, data []byte, expected blo
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("put object %q if version %q: %w", key, expected, err)
 	}
-	v, err := s.putIf(ctx, p, data, expected)
+	var v blob.Version
+	if expected == "" {
+		v, err = s.create(ctx, p, data)
+	} else {
+		v, err = s.putIf(ctx, p, data, expected)
+	}
 	if err != nil {
 		return "", fmt.Errorf("put object %q if version %q: %w", key, expected, err)
 	}
 	return v, nil
 }
 
+// create writes the object only if nothing is at p. The content is
+// written to a temporary file and fsynced, then linked to p: link(2) fails
+// with EEXIST when p exists, atomically across processes, so it needs no
+// lock. A lock file would outlive the object (see doc.go: lock files are
+// never deleted), and the history log creates one object per manifest
+// version. A create cannot race a replace: one needs the object absent,
+// the other present, and only a Delete, which neither serialises with,
+// turns one state into the other.
+func (s *Store) create(ctx context.Context, p string, data []byte) (blob.Version, error) {
+	dir := filepath.Dir(p)
+	tmp, err := s.writeTemp(dir, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		os.Remove(tmp) // best effort: a leftover temp file is invisible anyway
+		return "", err
+	}
+	err = os.Link(tmp, p)
+	// The temporary name goes whatever link did: on success p keeps the
+	// file. Best effort, as above.
+	os.Remove(tmp)
+	if err != nil {
+		if !errors.Is(err, iofs.ErrExist) {
+			return "", fmt.Errorf("link into place: %w", err)
+		}
+		current, err := currentVersion(p)
+		if err != nil {
+			return "", err
+		}
+		if current == "" {
+			// Deleted since the link failed: it existed when we tried.
+			return "", fmt.Errorf("object exists: %w", blob.ErrPrecondition)
+		}
+		return "", fmt.Errorf("current version is %q: %w", current, blob.ErrPrecondition)
+	}
+	// One fsync makes the new name durable, and the removal of the
+	// temporary one with it (which need not be).
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	return versionOf(data), nil
+}
+
+// putIf replaces an existing object (expected is not "") under the key's
+// lock file.
 func (s *Store) putIf(ctx context.Context, p string, data []byte, expected blob.Version) (blob.Version, error) {
 	lockName := lockPrefix + filepath.Base(p)
 	lock, err := s.createIn(filepath.Dir(p), func(dir string) (*os.File, error) {

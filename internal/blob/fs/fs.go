@@ -146,39 +146,53 @@ func (c ctxReader) Read(p []byte) (int, error) {
 // writeAtomic writes the file at p through a temporary file in the same
 // directory: write, fsync, rename, fsync the directory. ctx is checked
 // again just before the rename, so a canceled write is never published.
-func (s *Store) writeAtomic(ctx context.Context, p string, write func(io.Writer) error) (err error) {
+func (s *Store) writeAtomic(ctx context.Context, p string, write func(io.Writer) error) error {
 	dir := filepath.Dir(p)
-	f, err := s.createIn(dir, createTemp)
+	tmp, err := s.writeTemp(dir, write)
 	if err != nil {
 		return err
 	}
-	published := false
-	defer func() {
-		if !published {
-			f.Close()           // already closed on the success path; the error is moot here
-			os.Remove(f.Name()) // best effort: a leftover temp file is invisible anyway
-		}
-	}()
-	if err := write(f); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync temporary file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close temporary file: %w", err)
-	}
 	if err := ctx.Err(); err != nil {
+		os.Remove(tmp) // best effort: a leftover temp file is invisible anyway
 		return err
 	}
-	if err := os.Rename(f.Name(), p); err != nil {
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	published = true
 	if err := syncDir(dir); err != nil {
 		return err
 	}
 	return nil
+}
+
+// writeTemp writes a new temporary file in dir, fsyncs and closes it, and
+// returns its path. On error the file is removed.
+func (s *Store) writeTemp(dir string, write func(io.Writer) error) (_ string, err error) {
+	f, err := s.createIn(dir, createTemp)
+	if err != nil {
+		return "", err
+	}
+	closed := false
+	defer func() {
+		if err != nil {
+			if !closed {
+				f.Close() // the error is moot here
+			}
+			os.Remove(f.Name()) // best effort: a leftover temp file is invisible anyway
+		}
+	}()
+	if err := write(f); err != nil {
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("fsync temporary file: %w", err)
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("close temporary file: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // createTemp creates a new, uniquely named temporary file in dir. The mode

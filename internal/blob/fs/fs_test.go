@@ -263,20 +263,26 @@ func TestVersionIsContentHash(t *testing.T) {
 	if err != nil || v2 != v {
 		t.Fatalf("second store sees %q, %v; want %q", v2, err, v)
 	}
-	// The lock file records the expected version for an operator.
+	// A replace takes the key's lock, whose file records the expected
+	// version for an operator (a create takes none).
+	if _, err := s.PutIf(ctx, "m", []byte("def"), v); err != nil {
+		t.Fatal(err)
+	}
 	note, err := os.ReadFile(filepath.Join(s.Root(), lockPrefix+"m"))
-	if err != nil || !bytes.Contains(note, []byte(`expects version ""`)) {
+	if err != nil || !bytes.Contains(note, []byte(`expects version "`+string(v)+`"`)) {
 		t.Fatalf("lock file = %q, %v", note, err)
 	}
 }
 
 func TestPutIfHonoursContextWhileWaiting(t *testing.T) {
 	s := newStore(t)
-	// Hold the key's lock through a second open file description.
-	if _, err := s.PutIf(context.Background(), "m", []byte("x"), ""); err != nil {
+	// Hold the key's lock through a second open file description. A
+	// replace takes it; a create needs none.
+	v, err := s.PutIf(context.Background(), "m", []byte("x"), "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(filepath.Join(s.Root(), lockPrefix+"m"), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(s.Root(), lockPrefix+"m"), os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +292,7 @@ func TestPutIfHonoursContextWhileWaiting(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = s.PutIf(ctx, "m", []byte("y"), "")
+	_, err = s.PutIf(ctx, "m", []byte("y"), v)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("PutIf while locked = %v, want context.DeadlineExceeded", err)
 	}
