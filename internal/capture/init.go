@@ -177,6 +177,7 @@ func (c *Capture) initialSnapshot(ctx context.Context, db *postgres.DB, ident po
 	if err != nil {
 		return nil, err
 	}
+	committer.SetLogger(c.Log)
 	rec := snapshot.NewRecorder(committer, lsn)
 	progress := &snapshot.Progress{}
 	var bases map[string]*manifest.Base
@@ -283,6 +284,7 @@ func (c *Capture) resume(ctx context.Context, db *postgres.DB, m *manifest.Manif
 		if err != nil {
 			return nil, err
 		}
+		mc.SetLogger(c.Log)
 		if m, err = mc.Commit(ctx, func(m *manifest.Manifest) error {
 			for key := range lost {
 				if t := m.Tables[key]; t != nil && t.Snapshot.State == manifest.SnapshotPending && len(t.Snapshot.LastKey) == 0 {

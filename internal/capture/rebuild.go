@@ -76,6 +76,7 @@ func (c *Capture) Rebuild(ctx context.Context, opts RebuildOptions) (*RebuildRes
 	if err != nil {
 		return nil, c.NotInitialized(err)
 	}
+	committer.SetLogger(c.Log)
 	m := committer.Current()
 	if err := c.CheckOwner(m); err != nil {
 		return nil, err

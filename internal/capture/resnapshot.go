@@ -25,6 +25,7 @@ func (c *Capture) Resnapshot(ctx context.Context, table string, wait time.Durati
 	if err != nil {
 		return c.NotInitialized(err)
 	}
+	mc.SetLogger(c.Log)
 	if err := c.CheckOwner(mc.Current()); err != nil {
 		return err
 	}

@@ -222,6 +222,7 @@ func (d *daemon) openManifest(ctx context.Context) error {
 	if err != nil {
 		return d.c.NotInitialized(err)
 	}
+	mc.SetLogger(d.o.Log)
 	if err := d.c.CheckOwner(mc.Current()); err != nil {
 		return err
 	}
