@@ -158,10 +158,20 @@ func (h *History) outside(ctx context.Context, p Point, after bool) error {
 // its owner looks it up and asks for the version):
 //
 //   - a version number: that version;
-//   - epoch:N: the first version whose epoch is N;
+//   - epoch:N: the last version whose epoch is N;
 //   - lsn:X/Y: the first version whose end LSN is ≥ X;
 //   - a time T: the first version whose newest history record's
-//     max_commit_time is ≥ T, or the newest version when none is yet.
+//     max_commit_time is ≥ T, or the newest version when none is yet;
+//
+// and then, when the point holds the whole of that version (an epoch; an
+// LSN at or past its end LSN; a time at or past its newest commit), the
+// last version of its epoch: the versions after a flush that keep its
+// epoch add no transaction — they compact, collect, advance the end LSN
+// over an idle stretch, or add the chunks of a snapshot (the initial one
+// is a run of epoch-0 versions, the first with no rows yet) — so the last
+// is the whole state of the point. A point inside a version stays at the
+// first: a later compaction may have folded rows past the point into a
+// base, which no bound can take apart again.
 //
 // It bisects over the dense version numbers between the oldest readable
 // version and the newest, reading about 20 small headers (cached). The
@@ -242,6 +252,35 @@ func (h *History) Resolve(ctx context.Context, p Point) (Resolved, error) {
 	default:
 		return Resolved{}, fmt.Errorf("resolve: unknown point kind %q", p.Kind)
 	}
+	whole := p.Kind == PointEpoch ||
+		p.Kind == PointLSN && p.LSN >= hd.EndLSN ||
+		p.Kind == PointTime && !res.AfterNewest && !p.Time.Before(hd.MaxCommitTime)
+	if whole {
+		if hd, err = h.lastOfEpoch(ctx, hd, newest); err != nil {
+			return Resolved{}, err
+		}
+	}
 	res.Version, res.Header = hd.Version, hd
 	return res, nil
+}
+
+// lastOfEpoch returns the header of the last version whose epoch is hd's,
+// by bisection up to the newest; hd itself when the version before the
+// next epoch lost its entry.
+func (h *History) lastOfEpoch(ctx context.Context, hd, newest Header) (Header, error) {
+	if newest.Epoch == hd.Epoch {
+		return newest, nil
+	}
+	next, err := h.search(ctx, hd.Version, newest.Version, newest, func(x Header) bool { return x.Epoch > hd.Epoch })
+	if err != nil || next.Version-1 == hd.Version {
+		return hd, err
+	}
+	last, err := h.Header(ctx, next.Version-1)
+	switch {
+	case errors.Is(err, ErrNotReadable):
+		return hd, nil
+	case err != nil:
+		return Header{}, err
+	}
+	return last, nil
 }
