@@ -24,7 +24,7 @@ import (
 var Actions = map[string]bool{
 	"preflight": true, "init": true, "start": true, "teardown": true,
 	"compact": true, "verify": true, "config print": true, "rebuild": true,
-	"reconcile": true, "resnapshot": true,
+	"reconcile": true, "resnapshot": true, "promote": true,
 }
 
 // Log is the audit stream of one command. A nil *Log (a command that is

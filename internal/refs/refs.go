@@ -71,6 +71,16 @@ type Branch struct {
 	By string `json:"by"`
 }
 
+// Branch returns the branch named name; a nil Refs (no refs file yet) has
+// none.
+func (r *Refs) Branch(name string) (Branch, bool) {
+	if r == nil {
+		return Branch{}, false
+	}
+	b, ok := r.Branches[name]
+	return b, ok
+}
+
 // At is the branch pointing at m.
 func At(m *manifest.Manifest, now time.Time, by string) Branch {
 	b := Branch{ManifestVersion: m.Version, Epoch: m.Epoch, EndLSN: m.EndLSN, UpdatedAt: now.UTC(), By: by}
@@ -211,4 +221,46 @@ func ParseTag(name string) (time.Time, bool) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, rest)
 	return t, err == nil
+}
+
+// ErrMoved: the branch a promotion moves is no longer where the promotion
+// was judged (another promotion, or the follower in auto mode).
+var ErrMoved = errors.New("the branch moved since the promotion was judged")
+
+// Promote points branch to at m, a committed manifest version, if it still
+// points at the version expected (0: it does not exist yet) — the one the
+// promotion's verdict was judged against. It may move the branch back (to
+// an older tag, say); staging cannot be promoted to, since it follows
+// every version.
+func Promote(ctx context.Context, store blob.Conditional, to string, expected uint64, m *manifest.Manifest, now time.Time, by string) (*Refs, error) {
+	if to == Staging {
+		return nil, fmt.Errorf("promote to %s: it follows every committed version; promote to %s or another branch", Staging, Main)
+	}
+	if !validBranch(to) {
+		return nil, fmt.Errorf("promote to %q: a branch name is letters, digits, '-' and '_', and cannot start with %q", to, TagPrefix)
+	}
+	return Update(ctx, store, func(r *Refs) (bool, error) {
+		if got := r.Branches[to].ManifestVersion; got != expected {
+			return false, fmt.Errorf("promote %s: %w (it is at version %d, the verdict was for version %d); run it again", to, ErrMoved, got, expected)
+		}
+		if expected == m.Version {
+			return false, nil
+		}
+		r.Branches[to] = At(m, now, by)
+		return true, nil
+	})
+}
+
+// validBranch reports whether name can name a branch: never a tag, never
+// a time or another point's syntax.
+func validBranch(name string) bool {
+	if name == "" || strings.HasPrefix(name, TagPrefix) {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return name[0] < '0' || name[0] > '9'
 }

@@ -151,3 +151,42 @@ func TestJudge(t *testing.T) {
 		t.Errorf("a table removed: %s", v)
 	}
 }
+
+// TestPromote: main moves to the version promoted (forward, and back to an
+// older one) only while it is where the verdict was judged; a follower in
+// manual mode leaves it there; staging and names that read as points are
+// refused.
+func TestPromote(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	store := memory.New()
+	for _, v := range []uint64{3, 7} {
+		if _, err := Follow(ctx, store, version(v), ModeManual, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Promote(ctx, store, Main, 3, version(7), now, "promote alice")
+	if err != nil || r.Branches[Main].ManifestVersion != 7 || r.Branches[Main].By != "promote alice" {
+		t.Fatalf("promote main 3 → 7: %+v, %v", r, err)
+	}
+	if _, err := Promote(ctx, store, Main, 3, version(5), now, "promote"); !errors.Is(err, ErrMoved) {
+		t.Errorf("a promotion judged against version 3 after main moved to 7: %v, want ErrMoved", err)
+	}
+	if r, err = Promote(ctx, store, Main, 7, version(4), now, "promote"); err != nil || r.Branches[Main].ManifestVersion != 4 {
+		t.Errorf("promote main back to 4: %v", err)
+	}
+	if _, err := Follow(ctx, store, version(9), ModeManual, now); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ = Load(ctx, store); r.Branches[Main].ManifestVersion != 4 || r.Branches[Staging].ManifestVersion != 9 {
+		t.Errorf("after a manual-mode follow: main %d, staging %d; want 4 and 9", r.Branches[Main].ManifestVersion, r.Branches[Staging].ManifestVersion)
+	}
+	if r, err = Promote(ctx, store, "release-1", 0, version(9), now, "promote"); err != nil || r.Branches["release-1"].ManifestVersion != 9 {
+		t.Errorf("a new branch: %v", err)
+	}
+	for _, to := range []string{Staging, "raw@2026-12-01T08:00:00Z", "", "12", "a b", "lsn:0/1"} {
+		if _, err := Promote(ctx, store, to, 0, version(9), now, "promote"); err == nil {
+			t.Errorf("promote to %q was accepted", to)
+		}
+	}
+}

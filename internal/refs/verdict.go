@@ -29,7 +29,9 @@ const (
 
 // Counts are the keys a table's data diff found.
 type Counts struct {
-	Inserted, Deleted, Changed int64
+	Inserted int64 `json:"inserted"`
+	Deleted  int64 `json:"deleted"`
+	Changed  int64 `json:"changed"`
 }
 
 // Any reports whether any key changed.
