@@ -1,0 +1,345 @@
+package query
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/blobcache"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/mergesql"
+	"github.com/pg-cdc/pg-cdc/internal/refs"
+)
+
+// Sink is what the read path needs of the storage: objects and the
+// conditional reads of the manifest and the refs.
+type Sink interface {
+	blob.Store
+	blob.Conditional
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	Sink Sink
+	// CacheDir and CacheBytes bound the local copies of an object store's
+	// files (internal/blobcache); a filesystem sink is read in place.
+	CacheDir   string
+	CacheBytes int64
+	// TempDir is DuckDB's private spill directory; Limits bound every
+	// request.
+	TempDir string
+	Limits  Limits
+	// Engines is how many versions (with their bound) keep a ready engine
+	// (0: DefaultEngines).
+	Engines int
+	Log     *slog.Logger
+}
+
+// ErrPoint is the class of an error for a point that names nothing: not a
+// branch, a tag of a flush the history holds, nor a point's syntax. A point
+// outside the history's window is manifest.ErrOutsideRetention instead.
+var ErrPoint = errors.New("unknown point")
+
+// pointError is an error of class ErrPoint, its message unchanged.
+type pointError struct{ error }
+
+func (e pointError) Is(target error) bool { return target == ErrPoint }
+func (e pointError) Unwrap() error        { return e.error }
+
+// DefaultEngines is how many ready engines a Reader keeps.
+const DefaultEngines = 4
+
+// Reader answers SQL over the sink's committed versions (design.md §11):
+// every captured table as its current state under its PostgreSQL name, its
+// change rows under changes.<schema>.<table>, at the newest version or at
+// any point the history still holds. It is safe for concurrent use.
+type Reader struct {
+	o       ReaderOptions
+	files   blobcache.Source
+	history *manifest.History
+
+	mu      sync.Mutex
+	engines map[string]*list.Element // key → element of lru, whose value is *engineEntry
+	lru     *list.List
+}
+
+// engineEntry is one ready engine: the views of one version (and bound),
+// the leases on the local files they read.
+type engineEntry struct {
+	key     string
+	ready   chan struct{} // closed once engine or err is set
+	engine  *Engine
+	err     error
+	release func()
+	users   int  // requests running on it
+	evicted bool // out of the LRU: closed when the last user is done
+}
+
+// NewReader opens the read path on a sink.
+func NewReader(o ReaderOptions) (*Reader, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Engines <= 0 {
+		o.Engines = DefaultEngines
+	}
+	files, err := blobcache.Open(o.Sink, blobcache.Options{Dir: o.CacheDir, MaxBytes: o.CacheBytes, Log: o.Log})
+	if err != nil {
+		return nil, fmt.Errorf("read path: %w", err)
+	}
+	return &Reader{o: o, files: files, history: manifest.NewHistory(o.Sink), engines: map[string]*list.Element{}, lru: list.New()}, nil
+}
+
+// Close closes every engine and the file cache.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	var entries []*engineEntry
+	for e := r.lru.Front(); e != nil; e = e.Next() {
+		entries = append(entries, e.Value.(*engineEntry))
+	}
+	r.lru.Init()
+	clear(r.engines)
+	r.mu.Unlock()
+	var errs []error
+	for _, en := range entries {
+		<-en.ready
+		if en.engine != nil {
+			errs = append(errs, en.engine.Close())
+			en.release()
+		}
+	}
+	return errors.Join(append(errs, r.files.Close())...)
+}
+
+// At is a point of the sink's history, resolved: the manifest version
+// that holds it, and the bound inside it.
+type At struct {
+	// Name is the point as asked ("" for the newest version).
+	Name     string
+	Manifest *manifest.Manifest
+	Bound    mergesql.Bound
+}
+
+// Version is the manifest version At reads.
+func (a At) Version() uint64 { return a.Manifest.Version }
+
+// Resolve finds a point: "" (the newest version), a branch (staging,
+// main), a tag (raw@<time>), epoch:N, lsn:X/Y, an RFC 3339 time, or a
+// manifest version number. A point the history no longer holds is an
+// error matching manifest.ErrOutsideRetention that names the oldest point
+// available.
+func (r *Reader) Resolve(ctx context.Context, point string) (At, error) {
+	if point == "" || point == "latest" {
+		m, _, err := manifest.Load(ctx, r.o.Sink)
+		if err != nil {
+			return At{}, err
+		}
+		return At{Name: point, Manifest: m}, nil
+	}
+	p, err := manifest.ParsePoint(point)
+	if err != nil {
+		return At{}, pointError{err}
+	}
+	if p.Kind == manifest.PointRef {
+		if p, err = r.ref(ctx, point); err != nil {
+			return At{}, err
+		}
+	}
+	res, err := r.history.Resolve(ctx, p)
+	if err != nil {
+		return At{}, err
+	}
+	m, err := r.history.At(ctx, res.Version)
+	if err != nil {
+		return At{}, err
+	}
+	return At{Name: point, Manifest: m, Bound: mergesql.Bound{LSN: res.UpToLSN, Time: res.UpToTime}}, nil
+}
+
+// ref turns a branch or tag name into the point it names.
+func (r *Reader) ref(ctx context.Context, name string) (manifest.Point, error) {
+	if t, ok := refs.ParseTag(name); ok {
+		hd, found, err := r.history.FlushVersion(ctx, t)
+		if err != nil {
+			return manifest.Point{}, err
+		}
+		if !found {
+			return manifest.Point{}, pointError{fmt.Errorf("tag %s names no flush the history holds (pg-cdc refs lists the newest)", name)}
+		}
+		// A tag names its flush, whose epoch is whole in the last version
+		// that has it (see History.Resolve).
+		return manifest.Point{Kind: manifest.PointEpoch, Epoch: hd.Epoch}, nil
+	}
+	rf, _, err := refs.Load(ctx, r.o.Sink)
+	if err != nil && !errors.Is(err, refs.ErrNoRefs) {
+		return manifest.Point{}, err
+	}
+	if b, ok := rf.Branch(name); ok {
+		return manifest.Point{Kind: manifest.PointVersion, Version: b.ManifestVersion}, nil
+	}
+	return manifest.Point{}, pointError{fmt.Errorf("point %q: not a branch (%s), a tag (raw@<RFC 3339 time>), epoch:N, lsn:X/Y, an RFC 3339 time or a version number",
+		name, strings.Join(branchNames(rf), ", "))}
+}
+
+func branchNames(rf *refs.Refs) []string {
+	if rf == nil {
+		return []string{"none yet"}
+	}
+	var out []string
+	for name := range rf.Branches {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Query runs one SQL query at a point.
+func (r *Reader) Query(ctx context.Context, at At, sql string, args ...any) (*Result, error) {
+	en, done, err := r.engine(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return en.Query(ctx, sql, args...)
+}
+
+// engineKey names the views of a point.
+func engineKey(at At) string {
+	return fmt.Sprintf("%d/%d/%d", at.Manifest.Version, int64(at.Bound.LSN), at.Bound.Time.UnixMicro())
+}
+
+// engine returns the ready engine of at, building it once, and the
+// function the caller calls when done with it.
+func (r *Reader) engine(ctx context.Context, at At) (*Engine, func(), error) {
+	key := engineKey(at)
+	r.mu.Lock()
+	var en *engineEntry
+	if el, ok := r.engines[key]; ok {
+		r.lru.MoveToFront(el)
+		en = el.Value.(*engineEntry)
+		en.users++
+		r.mu.Unlock()
+	} else {
+		en = &engineEntry{key: key, ready: make(chan struct{}), users: 1}
+		r.engines[key] = r.lru.PushFront(en)
+		evict := r.trim()
+		r.mu.Unlock()
+		for _, old := range evict {
+			r.done(old)
+		}
+		en.engine, en.release, en.err = r.build(context.WithoutCancel(ctx), at)
+		close(en.ready)
+	}
+	select {
+	case <-en.ready:
+	case <-ctx.Done():
+		r.done(en)
+		return nil, nil, ctx.Err()
+	}
+	if en.err != nil {
+		r.mu.Lock()
+		if el, ok := r.engines[key]; ok && el.Value == en {
+			r.lru.Remove(el)
+			delete(r.engines, key)
+		}
+		r.mu.Unlock()
+		r.done(en)
+		return nil, nil, en.err
+	}
+	return en.engine, func() { r.done(en) }, nil
+}
+
+// trim takes the least recently used engines past the bound out of the
+// LRU; the caller drops their reference (done).
+func (r *Reader) trim() []*engineEntry {
+	var out []*engineEntry
+	for r.lru.Len() > r.o.Engines {
+		el := r.lru.Back()
+		en := el.Value.(*engineEntry)
+		r.lru.Remove(el)
+		delete(r.engines, en.key)
+		en.evicted = true
+		en.users++ // the reference trim's caller drops
+		out = append(out, en)
+	}
+	return out
+}
+
+// done drops one reference to en; an evicted engine closes with its last.
+func (r *Reader) done(en *engineEntry) {
+	r.mu.Lock()
+	en.users--
+	closing := en.evicted && en.users == 0
+	r.mu.Unlock()
+	if !closing {
+		return
+	}
+	go func() { // the builder may still be building it
+		<-en.ready
+		if en.engine != nil {
+			if err := en.engine.Close(); err != nil {
+				r.o.Log.Warn("closing a query engine", "err", err)
+			}
+			en.release()
+		}
+	}()
+}
+
+// build opens an engine with the views of at, leasing the files they read.
+func (r *Reader) build(ctx context.Context, at At) (*Engine, func(), error) {
+	started := time.Now()
+	var files []blobcache.File
+	for _, key := range slices.Sorted(maps.Keys(at.Manifest.Tables)) {
+		files = append(files, tableFiles(at.Manifest.Tables[key])...)
+	}
+	paths, release, err := r.files.Acquire(ctx, files)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the files of version %d: %w", at.Version(), err)
+	}
+	local := make(map[string]string, len(files))
+	for i, f := range files {
+		local[f.Key] = paths[i]
+	}
+	setup, err := Views(at.Manifest, at.Bound, func(key string) (string, error) {
+		p, ok := local[key]
+		if !ok {
+			return "", fmt.Errorf("file %s was not fetched", key)
+		}
+		return p, nil
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits}, setup)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	r.o.Log.Debug("query engine ready", "version", at.Version(), "tables", len(at.Manifest.Tables), "files", len(files), "ms", time.Since(started).Milliseconds())
+	return en, release, nil
+}
+
+// tableFiles are the files of a table's current generation.
+func tableFiles(mt *manifest.Table) []blobcache.File {
+	var out []blobcache.File
+	if mt.Base != nil {
+		for _, f := range mt.Base.Files {
+			out = append(out, blobcache.File{Key: f.Path, Size: f.Bytes})
+		}
+	}
+	for _, d := range mt.Deltas {
+		for _, f := range d.Files {
+			out = append(out, blobcache.File{Key: f.Path, Size: f.Bytes})
+		}
+	}
+	return out
+}
