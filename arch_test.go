@@ -50,6 +50,13 @@ func TestDependencyDirection(t *testing.T) {
 		{pkg: "internal/generation", forbidden: []string{"github.com/prometheus/", mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", "net/http"}},
 		{pkg: "internal/snapshot", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
 		{pkg: "internal/parquetfile", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/pgx"}},
+		// The read path never touches the source, nor the streaming
+		// internals: it reads what the manifest and the history name.
+		{pkg: "internal/query", forbidden: []string{mod + "internal/postgres", mod + "internal/config", "github.com/jackc/", mod + "internal/daemon",
+			mod + "internal/capture", mod + "internal/replicate", mod + "internal/flush", mod + "cmd/"}},
+		// The merge rules as SQL are text: no engine, no store.
+		{pkg: "internal/mergesql", forbidden: []string{"github.com/duckdb/", mod + "internal/blob", mod + "internal/query", mod + "internal/config"}},
+		{pkg: "internal/refs", forbidden: []string{mod + "internal/postgres", mod + "internal/config", mod + "internal/query", "github.com/duckdb/"}},
 		// The source adapter is a leaf: AWS (IAM tokens) lives in postgres/rdsiam.
 		{pkg: "internal/postgres", forbidden: []string{mod + "internal/config", "github.com/aws/"}},
 	}
@@ -74,11 +81,13 @@ func TestDependencyDirection(t *testing.T) {
 		}
 	}
 	// The command imports only what it wires: the configuration, the
-	// adapters it builds with an explicit switch, and the two libraries it
-	// runs (the daemon for start, capture for every other command); never
-	// the streaming internals.
+	// adapters it builds with an explicit switch, and the libraries it
+	// runs (the daemon for start, capture for the operator actions, the
+	// read path and its refs for query, diff, refs and promote); never the
+	// streaming internals.
 	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
-		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs"}
+		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
+		"internal/query", "internal/refs"}
 	for _, d := range imports[mod+"cmd/pg-cdc"] {
 		if isStd(d) || d == "github.com/spf13/cobra" {
 			continue
@@ -98,17 +107,38 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
-	// DuckDB (cgo) stays out of the binary that streams.
-	for _, d := range deps[mod+"cmd/pg-cdc"] {
-		if strings.HasPrefix(d, "github.com/duckdb/") {
-			t.Errorf("cmd/pg-cdc links DuckDB (%s); keep it in the query layer and tests", d)
+	// DuckDB (cgo) stays off the streaming path: nothing the daemon runs
+	// links it, and the nodb build of the command (CGO_ENABLED=0, a static
+	// streaming-only binary) links none of it.
+	for _, pkg := range []string{"internal/daemon", "internal/capture", "internal/replicate", "internal/flush", "internal/compact", "internal/postgres", "internal/manifest", "internal/refs", "internal/blobcache"} {
+		for _, d := range deps[mod+pkg] {
+			if strings.HasPrefix(d, "github.com/duckdb/") {
+				t.Errorf("%s links DuckDB (%s); it is on the streaming path", pkg, d)
+			}
 		}
+	}
+	nodb := goList(t, `{{.ImportPath}} {{join .Deps " "}}`, "-tags", "nodb")
+	if _, ok := nodb[mod+"cmd/pg-cdc"]; !ok {
+		t.Fatal("go list -tags nodb: cmd/pg-cdc not found")
+	}
+	for _, d := range nodb[mod+"cmd/pg-cdc"] {
+		if strings.HasPrefix(d, "github.com/duckdb/") || strings.HasPrefix(d, "go.duckdb.org/") {
+			t.Errorf("the nodb build of cmd/pg-cdc links DuckDB (%s)", d)
+		}
+	}
+	var linked bool
+	for _, d := range deps[mod+"cmd/pg-cdc"] {
+		linked = linked || strings.HasPrefix(d, "github.com/duckdb/duckdb-go/")
+	}
+	if !linked {
+		t.Error("the default build of cmd/pg-cdc links no DuckDB: pg-cdc query needs it")
 	}
 }
 
-func goList(t *testing.T, format string) map[string][]string {
+func goList(t *testing.T, format string, flags ...string) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", format, "./...").Output()
+	args := append(append([]string{"list"}, flags...), "-f", format, "./...")
+	out, err := exec.Command("go", args...).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

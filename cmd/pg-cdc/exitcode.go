@@ -4,7 +4,9 @@ import (
 	"errors"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/query"
 )
 
 // Exit codes are an interface for systemd and Kubernetes (design.md §9,
@@ -46,6 +48,18 @@ var exitCodes = []struct {
 	{cdc.ErrRetriesExhausted, ExitRetriesExhausted},
 	{cdc.ErrUsage, ExitUsage},
 	{postgres.ErrPreflight, ExitUsage},
+	// The read path: what was asked cannot be answered as asked (a point
+	// the history does not hold, SQL the sandbox refuses or DuckDB rejects,
+	// a limit, a breaking promotion without --force, a build without the
+	// engine); asking again the same way fails the same way.
+	{manifest.ErrOutsideRetention, ExitUsage},
+	{manifest.ErrNoVersion, ExitUsage},
+	{query.ErrPoint, ExitUsage},
+	{query.ErrRefused, ExitUsage},
+	{query.ErrInvalid, ExitUsage},
+	{query.ErrLimit, ExitUsage},
+	{query.ErrBreaking, ExitUsage},
+	{query.ErrNoEngine, ExitUsage},
 }
 
 // exitCode is err's code, from its class alone: an error of no class is

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
+	"github.com/pg-cdc/pg-cdc/internal/query"
 )
 
 func TestExitCode(t *testing.T) {
@@ -35,6 +37,12 @@ func TestExitCode(t *testing.T) {
 		{wrap(cdc.ErrSchemaChanged), ExitSchemaChanged},
 		{wrap(cdc.ErrData), ExitData},
 		{wrap(cdc.ErrNotInitialized), ExitNotInitialized},
+		// The read path's classes are usage errors.
+		{fmt.Errorf("resolve: %w", &manifest.OutsideRetentionError{}), ExitUsage},
+		{&query.RefusedError{Rule: query.RuleOnlyQueries}, ExitUsage},
+		{fmt.Errorf("query: %w", query.ErrInvalid), ExitUsage},
+		{&query.LimitError{Limit: query.LimitTimeout}, ExitUsage},
+		{fmt.Errorf("promote: %w", query.ErrBreaking), ExitUsage},
 	} {
 		if got := exitCode(tc.err); got != tc.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)

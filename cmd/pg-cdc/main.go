@@ -64,7 +64,8 @@ func run(args []string) int {
 	root.AddCommand(
 		newPreflightCmd(app), newInitCmd(app), newStartCmd(app), newStatusCmd(app), newTeardownCmd(app),
 		newRebuildCmd(app), newCompactCmd(app), newDumpCmd(app), newVerifyCmd(app), newReconcileCmd(app),
-		newResnapshotCmd(app), newConfigCmd(app), newVersionCmd(),
+		newResnapshotCmd(app), newQueryCmd(app), newDiffCmd(app), newRefsCmd(app), newPromoteCmd(app),
+		newConfigCmd(app), newVersionCmd(),
 	)
 	usageArgs(root)
 	root.SetArgs(args)

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/query"
+)
+
+// readCommand is the body of a command on the read path.
+type readCommand func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error
+
+// onReader is the RunE of a command on the read path (query, diff, refs,
+// promote): it loads the configuration, opens the sink and a Reader on it,
+// and runs fn. It needs no source: the read path never touches
+// PostgreSQL, so these commands run where only the sink is reachable.
+func (app *cli) onReader(fn readCommand) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(app.configPath)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		sink, err := openSink(ctx, cfg, nil)
+		if err != nil {
+			return err
+		}
+		q := cfg.Query
+		r, err := query.NewReader(query.ReaderOptions{
+			Sink: sink, CacheDir: filepath.Join(cfg.State.Path, "cache"), CacheBytes: q.CacheBytes,
+			TempDir: filepath.Join(cfg.State.Path, "query"),
+			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
+				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
+			Log: newLogger(cfg, cmd.ErrOrStderr()),
+		})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		return fn(ctx, r, cfg, cmd)
+	}
+}
