@@ -16,6 +16,8 @@ const compactionYAML = `compaction:
   interval: 2s
 gc:
   grace_period: 1s
+history:
+  retention: 1s
 `
 
 // TestCompactionBesideStreamer compacts every two seconds inside start while
@@ -93,7 +95,7 @@ func TestKillAtEachCompactionStep(t *testing.T) {
 		"gc/delete",              // some retired files deleted, the list not yet trimmed
 	} {
 		t.Run(fp, func(t *testing.T) {
-			e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\n"})
+			e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\nhistory:\n  retention: 1s\n"})
 			seed(t, e, 50, 100)
 			e.mustRun("init")
 			s := e.startSampler()

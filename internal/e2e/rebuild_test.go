@@ -252,7 +252,7 @@ func TestSlotAdvancedPastManifest(t *testing.T) {
 // start is refused; rebuild is refused while start runs; gc removes the old
 // generation after the grace period.
 func TestRebuildReadersSeeOneGeneration(t *testing.T) {
-	e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\n"})
+	e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\nhistory:\n  retention: 1s\n"})
 	seed(t, e, 50, 100)
 	e.mustRun("init")
 	streamBriefly(t, e, 41)

@@ -189,7 +189,7 @@ func (t *throttled) Close() error { return t.r.Close() }
 // merged state equals the source. (Longer outages: sinkoutage_test.go.)
 func TestS3Faults(t *testing.T) {
 	var proxy *faultProxy
-	e := newEnv(t, envOptions{sink: "s3", extraYAML: "gc:\n  grace_period: 1s\naws:\n  max_retries: 1\n", s3Via: func(endpoint string) string {
+	e := newEnv(t, envOptions{sink: "s3", extraYAML: "gc:\n  grace_period: 1s\nhistory:\n  retention: 1s\naws:\n  max_retries: 1\n", s3Via: func(endpoint string) string {
 		proxy = newFaultProxy(t, endpoint)
 		return proxy.URL
 	}})

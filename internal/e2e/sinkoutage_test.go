@@ -46,7 +46,7 @@ func TestS3LongBlackhole(t *testing.T) {
 	// fails, about one every 10 s: the default 10 would leave little
 	// margin on a loaded machine.
 	e := newEnv(t, envOptions{sink: "s3",
-		extraYAML: "gc:\n  grace_period: 1s\naws:\n  max_retries: 1\nretry:\n  initial_backoff: 500ms\n  max_backoff: 4s\n  max_attempts: 30\n",
+		extraYAML: "gc:\n  grace_period: 1s\nhistory:\n  retention: 1s\naws:\n  max_retries: 1\nretry:\n  initial_backoff: 500ms\n  max_backoff: 4s\n  max_attempts: 30\n",
 		s3Via: func(endpoint string) string {
 			proxy = newFaultProxy(t, endpoint)
 			return proxy.URL
