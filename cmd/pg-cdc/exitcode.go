@@ -46,6 +46,9 @@ var exitCodes = []struct {
 	{cdc.ErrNotInitialized, ExitNotInitialized},
 	{cdc.ErrDifferences, ExitDifferences},
 	{cdc.ErrRetriesExhausted, ExitRetriesExhausted},
+	// A query whose version's files were collected while it ran: asking
+	// again may answer it (a newer point, or the same one if still kept).
+	{query.ErrCollected, ExitRetriesExhausted},
 	{cdc.ErrUsage, ExitUsage},
 	{postgres.ErrPreflight, ExitUsage},
 	// The read path: what was asked cannot be answered as asked (a point

@@ -43,6 +43,7 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("query: %w", query.ErrInvalid), ExitUsage},
 		{&query.LimitError{Limit: query.LimitTimeout}, ExitUsage},
 		{fmt.Errorf("promote: %w", query.ErrBreaking), ExitUsage},
+		{&query.CollectedError{Version: 3, File: "f", Err: errors.New("IO Error")}, ExitRetriesExhausted},
 	} {
 		if got := exitCode(tc.err); got != tc.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"maps"
 	"slices"
 	"strings"
@@ -77,6 +79,7 @@ type engineEntry struct {
 	key     string
 	ready   chan struct{} // closed once engine or err is set
 	engine  *Engine
+	paths   []string // the local files its views read
 	err     error
 	release func()
 	users   int  // requests running on it
@@ -201,14 +204,71 @@ func branchNames(rf *refs.Refs) []string {
 	return out
 }
 
-// Query runs one SQL query at a point.
+// Query runs one SQL query at a point. A query that fails because files
+// of its version were deleted meanwhile (the version left the history's
+// retention and garbage collection took them) fails with ErrCollected,
+// never with fewer rows: DuckDB reads the files the views name, and a
+// missing one is an error, not an empty part.
 func (r *Reader) Query(ctx context.Context, at At, sql string, args ...any) (*Result, error) {
 	en, done, err := r.engine(ctx, at)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return en.Query(ctx, sql, args...)
+	res, err := en.engine.Query(ctx, sql, args...)
+	if err != nil && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
+		if gone := missing(en.paths); gone != "" {
+			r.forget(en)
+			return nil, &CollectedError{Version: at.Version(), File: gone, Err: err}
+		}
+	}
+	return res, err
+}
+
+// ErrCollected is the class of a query that failed because garbage
+// collection deleted files of its version (CollectedError). Asking again
+// resolves the point anew: inside history.retention it is read again,
+// outside it is an error naming the window.
+var ErrCollected = errors.New("files of the version were collected")
+
+// CollectedError names the version and one of its files that is gone.
+type CollectedError struct {
+	Version uint64
+	File    string
+	Err     error
+}
+
+func (e *CollectedError) Error() string {
+	return fmt.Sprintf("version %d: its file %s was collected while the query ran (the version left history.retention); ask again: %v", e.Version, e.File, e.Err)
+}
+
+func (e *CollectedError) Is(target error) bool { return target == ErrCollected }
+func (e *CollectedError) Unwrap() error        { return e.Err }
+
+// missing returns the first of paths that no longer exists, or "".
+func missing(paths []string) string {
+	for _, p := range paths {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return p
+		}
+	}
+	return ""
+}
+
+// forget takes en out of the LRU (its files are gone); it closes when its
+// last user is done.
+func (r *Reader) forget(en *engineEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if el, ok := r.engines[en.key]; ok && el.Value == en {
+		r.lru.Remove(el)
+		delete(r.engines, en.key)
+		en.evicted = true
+		en.users++ // the reference done drops below
+	} else {
+		return
+	}
+	go r.done(en)
 }
 
 // engineKey names the views of a point.
@@ -218,7 +278,7 @@ func engineKey(at At) string {
 
 // engine returns the ready engine of at, building it once, and the
 // function the caller calls when done with it.
-func (r *Reader) engine(ctx context.Context, at At) (*Engine, func(), error) {
+func (r *Reader) engine(ctx context.Context, at At) (*engineEntry, func(), error) {
 	key := engineKey(at)
 	r.mu.Lock()
 	var en *engineEntry
@@ -235,7 +295,7 @@ func (r *Reader) engine(ctx context.Context, at At) (*Engine, func(), error) {
 		for _, old := range evict {
 			r.done(old)
 		}
-		en.engine, en.release, en.err = r.build(context.WithoutCancel(ctx), at)
+		en.engine, en.paths, en.release, en.err = r.build(context.WithoutCancel(ctx), at)
 		close(en.ready)
 	}
 	select {
@@ -254,7 +314,7 @@ func (r *Reader) engine(ctx context.Context, at At) (*Engine, func(), error) {
 		r.done(en)
 		return nil, nil, en.err
 	}
-	return en.engine, func() { r.done(en) }, nil
+	return en, func() { r.done(en) }, nil
 }
 
 // trim takes the least recently used engines past the bound out of the
@@ -294,15 +354,18 @@ func (r *Reader) done(en *engineEntry) {
 }
 
 // build opens an engine with the views of at, leasing the files they read.
-func (r *Reader) build(ctx context.Context, at At) (*Engine, func(), error) {
+func (r *Reader) build(ctx context.Context, at At) (*Engine, []string, func(), error) {
 	started := time.Now()
 	var files []blobcache.File
 	for _, key := range slices.Sorted(maps.Keys(at.Manifest.Tables)) {
 		files = append(files, tableFiles(at.Manifest.Tables[key])...)
 	}
 	paths, release, err := r.files.Acquire(ctx, files)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil, nil, &CollectedError{Version: at.Version(), File: "(one of its files)", Err: err}
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the files of version %d: %w", at.Version(), err)
+		return nil, nil, nil, fmt.Errorf("read the files of version %d: %w", at.Version(), err)
 	}
 	local := make(map[string]string, len(files))
 	for i, f := range files {
@@ -317,15 +380,18 @@ func (r *Reader) build(ctx context.Context, at At) (*Engine, func(), error) {
 	})
 	if err != nil {
 		release()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits}, setup)
 	if err != nil {
 		release()
-		return nil, nil, err
+		if gone := missing(paths); gone != "" { // deleted between the check and the views' binding
+			return nil, nil, nil, &CollectedError{Version: at.Version(), File: gone, Err: err}
+		}
+		return nil, nil, nil, err
 	}
 	r.o.Log.Debug("query engine ready", "version", at.Version(), "tables", len(at.Manifest.Tables), "files", len(files), "ms", time.Since(started).Milliseconds())
-	return en, release, nil
+	return en, paths, release, nil
 }
 
 // tableFiles are the files of a table's current generation.

@@ -1,0 +1,244 @@
+//go:build !nodb
+
+package query_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+	"github.com/pg-cdc/pg-cdc/internal/query"
+)
+
+// change is one row of a test table (id bigint, note text): op, LSN, note.
+type change struct {
+	op   cdc.Op
+	lsn  int
+	id   int
+	note string
+}
+
+// testSink is a filesystem sink whose manifest versions a test commits by
+// hand, for two tables of the same name in two schemas and a third.
+type testSink struct {
+	t      *testing.T
+	dir    string
+	store  *fs.Store
+	mc     *manifest.Committer
+	tables map[string]*cdc.Table
+	now    time.Time
+}
+
+func newTestSink(t *testing.T) *testSink {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := fs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testSink{t: t, dir: dir, store: store, tables: map[string]*cdc.Table{}, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
+	m := &manifest.Manifest{Source: manifest.Source{SystemIdentifier: "1"}, EndLSN: 0x100, Tables: map[string]*manifest.Table{}}
+	for i, key := range []string{"public.orders", "shop.orders", "public.items"} {
+		schema, name, _ := strings.Cut(key, ".")
+		tbl := &cdc.Table{ID: cdc.TableID{Schema: schema, Name: name}, OID: uint32(100 + i), ReplicaIdentity: cdc.ReplicaIdentityDefault, SchemaVersion: 1,
+			Columns: []cdc.Column{
+				{Name: "id", TypeOID: 20, TypeMod: -1, PGType: "bigint", FieldID: 1, NotNull: true},
+				{Name: "note", TypeOID: 25, TypeMod: -1, PGType: "text", FieldID: 2},
+			}}
+		ps, err := parquetfile.NewSchema(tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.tables[key] = tbl
+		m.Tables[key] = &manifest.Table{Schema: schema, Name: name, OID: tbl.OID, Generation: "g0001", PrimaryKey: []string{"id"},
+			ReplicaIdentity: "default", SchemaVersion: 1, Schemas: []manifest.SchemaVersion{{Version: 1, Columns: ps.ManifestColumns(tbl)}}}
+	}
+	m.AppendHistory(manifest.EpochRecord{Epoch: 0, EndLSN: 0x100, MaxCommitTime: s.now, FlushedAt: s.now})
+	if s.mc, err = manifest.Create(context.Background(), store, m, s.now); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// flush commits one epoch: a delta file per table given.
+func (s *testSink) flush(epoch uint64, rows map[string][]change) *manifest.Manifest {
+	s.t.Helper()
+	s.now = s.now.Add(time.Second)
+	m, err := s.mc.Commit(context.Background(), func(m *manifest.Manifest) error {
+		maxLSN := m.EndLSN
+		for key, cs := range rows {
+			f := s.writeFile(key, epoch, cs)
+			for _, c := range cs {
+				maxLSN = max(maxLSN, cdc.LSN(c.lsn))
+			}
+			mt := m.Tables[key]
+			mt.Deltas = append(mt.Deltas, manifest.Delta{Epoch: epoch, SchemaVersion: 1, Rows: f.Rows, Files: []manifest.File{f}})
+		}
+		m.Epoch, m.EndLSN = epoch, maxLSN
+		m.AppendHistory(manifest.EpochRecord{Epoch: epoch, EndLSN: maxLSN, MaxCommitTime: s.now, FlushedAt: s.now})
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return m
+}
+
+func (s *testSink) writeFile(key string, epoch uint64, cs []change) manifest.File {
+	s.t.Helper()
+	tbl := s.tables[key]
+	ps, err := parquetfile.NewSchema(tbl)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := parquetfile.NewWriter(&buf, ps)
+	for i, c := range cs {
+		vals := []cdc.Datum{{Kind: cdc.DatumText, Text: []byte(strconv.Itoa(c.id))}, {Kind: cdc.DatumText, Text: []byte(c.note)}}
+		meta := cdc.RowMeta{Op: c.op, LSN: cdc.LSN(c.lsn), Seq: int64(i), XID: cdc.XID(c.lsn), CommitTime: s.now}
+		if err := w.Write(meta, vals); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		s.t.Fatal(err)
+	}
+	path := filepath.ToSlash(filepath.Join(tbl.ID.Schema, tbl.ID.Name, "g0001", "delta", strconv.Itoa(int(epoch)), "part-00000.parquet"))
+	if err := s.store.Put(context.Background(), path, bytes.NewReader(buf.Bytes())); err != nil {
+		s.t.Fatal(err)
+	}
+	return manifest.File{Path: path, Rows: int64(len(cs)), Bytes: int64(buf.Len())}
+}
+
+func newReader(t *testing.T, s *testSink) *query.Reader {
+	t.Helper()
+	r, err := query.NewReader(query.ReaderOptions{Sink: s.store, TempDir: filepath.Join(t.TempDir(), "query"), Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// one runs a query that returns one value.
+func one(t *testing.T, r *query.Reader, at query.At, sql string) any {
+	t.Helper()
+	res, err := r.Query(context.Background(), at, sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		t.Fatalf("%s: %d rows", sql, len(res.Rows))
+	}
+	return res.Rows[0][0]
+}
+
+// TestReaderNamesAndPoints: the current state under schema.table, a bare
+// name only where one schema has it, the change rows under changes.…;
+// every version readable by number, epoch and tag; an unknown point is
+// ErrPoint and one past the newest is outside the retention window.
+func TestReaderNamesAndPoints(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSink(t)
+	s.flush(1, map[string][]change{
+		"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}, {cdc.OpInsert, 0x200, 2, "b"}},
+		"shop.orders":   {{cdc.OpInsert, 0x200, 7, "x"}},
+		"public.items":  {{cdc.OpInsert, 0x200, 1, "i"}},
+	})
+	v3 := s.flush(2, map[string][]change{"public.orders": {{cdc.OpUpdate, 0x300, 1, "a2"}, {cdc.OpDelete, 0x300, 2, ""}, {cdc.OpInsert, 0x300, 3, "c"}}})
+	r := newReader(t, s)
+	latest, err := r.Resolve(ctx, "")
+	if err != nil || latest.Version() != v3.Version {
+		t.Fatalf("newest version: %v, %v", latest.Version(), err)
+	}
+	if got := one(t, r, latest, `SELECT string_agg(id || ':' || note, ',' ORDER BY id) FROM public.orders`); got != "1:a2,3:c" {
+		t.Errorf("public.orders now = %v", got)
+	}
+	if got := one(t, r, latest, `SELECT count(*) FROM items`); got != int64(1) {
+		t.Errorf("items (one schema has it) = %v", got)
+	}
+	if _, err := r.Query(ctx, latest, `SELECT count(*) FROM orders`); !errors.Is(err, query.ErrInvalid) {
+		t.Errorf("orders, which two schemas have, resolved: %v", err)
+	}
+	if got := one(t, r, latest, `SELECT count(*) FILTER (WHERE __op = 'D') FROM changes.public.orders`); got != int64(1) {
+		t.Errorf("change rows: %v deletes", got)
+	}
+	for point, want := range map[string]string{"2": "1:a,2:b", "epoch:1": "1:a,2:b", "epoch:2": "1:a2,3:c", "lsn:0/200": "1:a,2:b", "lsn:0/2FF": "1:a,2:b"} {
+		at, err := r.Resolve(ctx, point)
+		if err != nil {
+			t.Fatalf("Resolve(%s): %v", point, err)
+		}
+		if got := one(t, r, at, `SELECT string_agg(id || ':' || note, ',' ORDER BY id) FROM public.orders`); got != want {
+			t.Errorf("as of %s: %v, want %s", point, got, want)
+		}
+	}
+	l, err := r.Refs(ctx, 10)
+	if err != nil || len(l.Tags) != 3 {
+		t.Fatalf("refs: %+v, %v; want 3 tags (the create and two flushes)", l, err)
+	}
+	at, err := r.Resolve(ctx, l.Tags[1].Name)
+	if err != nil || at.Manifest.Epoch != 1 {
+		t.Errorf("tag %s: epoch %d, %v", l.Tags[1].Name, at.Manifest.Epoch, err)
+	}
+	for _, bad := range []string{"nosuchbranch", "raw@2020-01-01T00:00:00Z"} {
+		if _, err := r.Resolve(ctx, bad); !errors.Is(err, query.ErrPoint) {
+			t.Errorf("Resolve(%s) = %v, want ErrPoint", bad, err)
+		}
+	}
+	if _, err := r.Resolve(ctx, "epoch:9"); !errors.Is(err, manifest.ErrOutsideRetention) {
+		t.Errorf("Resolve(epoch:9) = %v, want ErrOutsideRetention", err)
+	}
+	ts, err := r.Tables(ctx, latest)
+	if err != nil || len(ts) != 3 || ts[0].Name != "public.items" || ts[1].Rows != 2 || ts[2].Rows != 1 {
+		t.Errorf("tables: %+v, %v", ts, err)
+	}
+	from, _ := r.Resolve(ctx, "epoch:1")
+	verdict, changes, err := r.Compare(ctx, from, latest, nil)
+	if err != nil || verdict != "safe" || len(changes) != 1 || changes[0].Inserted != 1 || changes[0].Deleted != 1 || changes[0].Changed != 1 {
+		t.Errorf("compare epoch:1 → latest: %s %+v, %v", verdict, changes, err)
+	}
+}
+
+// TestReaderCollected: a version whose file was deleted (garbage
+// collection took it) fails with ErrCollected, whether its engine was
+// built before or is built after the deletion, never with fewer rows.
+func TestReaderCollected(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSink(t)
+	v2 := s.flush(1, map[string][]change{"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}, {cdc.OpInsert, 0x200, 2, "b"}}})
+	s.flush(2, map[string][]change{"public.orders": {{cdc.OpInsert, 0x300, 3, "c"}}})
+	r := newReader(t, s)
+	at, err := r.Resolve(ctx, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one(t, r, at, `SELECT count(*) FROM public.orders`); got != int64(2) {
+		t.Fatalf("version 2: %v rows", got)
+	}
+	if err := os.Remove(filepath.Join(s.dir, v2.Tables["public.orders"].Deltas[0].Files[0].Path)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Query(ctx, at, `SELECT count(*) FROM public.orders`)
+	if !errors.Is(err, query.ErrCollected) {
+		t.Fatalf("a query on the built engine after its file was deleted: %v, want ErrCollected", err)
+	}
+	// The engine was dropped: the next one is built, and fails the same way.
+	_, err = r.Query(ctx, at, `SELECT count(*) FROM public.orders`)
+	if !errors.Is(err, query.ErrCollected) {
+		t.Fatalf("a new engine on the version: %v, want ErrCollected", err)
+	}
+	latest, _ := r.Resolve(ctx, "")
+	if _, err := r.Query(ctx, latest, `SELECT count(*) FROM public.orders`); !errors.Is(err, query.ErrCollected) {
+		t.Errorf("the newest version names the deleted file too: %v", err)
+	}
+}
