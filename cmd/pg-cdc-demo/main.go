@@ -13,7 +13,11 @@
 //  4. stop pg-cdc with SIGTERM (it must drain and exit 0), run `pg-cdc status`;
 //  5. summarise the sink from the manifest and the Parquet files, and check
 //     the sink's current state against the source's row counts;
-//  6. stop PostgreSQL (unless --keep-running) and keep <dir> for a look.
+//  6. read the data back through `pg-cdc query`, which needs only the sink:
+//     the tables and their rows (checked against the source), a current
+//     state, and the moment the workload noted, as of its time (checked
+//     against what the source held then); then stop PostgreSQL (unless
+//     --keep-running) and keep <dir> for a look.
 //
 // Every failure ends the demo with a message and a non-zero exit, and leaves
 // nothing running: the daemon is stopped before PostgreSQL, also on Ctrl-C.
@@ -191,7 +195,12 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 
 	d.step(5, "Summary, read from the manifest and the Parquet files")
-	return d.summarize(ctx, stats)
+	if err := d.summarize(ctx, stats); err != nil {
+		return err
+	}
+
+	d.step(6, "Read the data back through pg-cdc: SQL over the sink alone, now and as of a past moment")
+	return d.readBack(ctx, stats)
 }
 
 // stopTimeout bounds the daemon's drain after SIGTERM: pg-cdc's own drain
@@ -318,7 +327,14 @@ log:
 
 // runPGCDC runs a short pg-cdc command and shows its output, indented.
 func (d *demo) runPGCDC(ctx context.Context, args ...string) error {
-	d.printf("$ %s -c %s %s\n", d.rel(d.bin), d.rel(d.config), strings.Join(args, " "))
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = a
+		if strings.ContainsAny(a, " \"*()") {
+			shown[i] = strconv.Quote(a) // as a shell would need it
+		}
+	}
+	d.printf("$ %s -c %s %s\n", d.rel(d.bin), d.rel(d.config), strings.Join(shown, " "))
 	out, code, err := runCommand(ctx, d.bin, append([]string{"-c", d.config}, args...)...)
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		d.printf("  %s\n", l)
@@ -367,8 +383,11 @@ func (d *demo) waitStreaming(ctx context.Context, dm *daemon) error {
 }
 
 func (d *demo) step(n int, title string) {
-	d.printf("\n==> %d/5  %s\n", n, title)
+	d.printf("\n==> %d/%d  %s\n", n, steps, title)
 }
+
+// steps is how many steps the demo has.
+const steps = 6
 
 // printf writes to the demo's output. The workload and the progress
 // reporter print from their own goroutines, hence the lock.

@@ -41,6 +41,26 @@ func runCommand(ctx context.Context, name string, args ...string) (out string, c
 	return buf.String(), 0, nil
 }
 
+// runStdout is runCommand with the standard output alone in out (the
+// standard error is appended to it only when the command fails).
+func runStdout(ctx context.Context, name string, args ...string) (out string, code int, err error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = childAttrs()
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) && exitErr.Exited() {
+		return stdout.String() + stderr.String(), exitErr.ExitCode(), nil
+	}
+	if err != nil {
+		return stdout.String() + stderr.String(), -1, err
+	}
+	return stdout.String(), 0, nil
+}
+
 // daemon is a running `pg-cdc start`, its output going to a log file. Its
 // one goroutine waits for the process; stop (or the process exiting) ends it.
 type daemon struct {

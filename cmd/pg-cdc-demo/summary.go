@@ -394,17 +394,6 @@ func (d *demo) printWhereToLook(m *manifest.Manifest, sums []*tableSummary) {
 	}
 	d.printf("  pg-cdc log:   %s\n", d.rel(d.logPath))
 	d.printf("  config:       %s   (try: %s -c %s status)\n", d.rel(d.config), d.rel(d.bin), d.rel(d.config))
-	if t, ok := m.Tables["public.orders"]; ok {
-		d.printf("\n  Changes of orders, by operation:\n")
-		d.printf("    duckdb -c \"SELECT __op, count(*) AS n FROM read_parquet('%s') GROUP BY __op ORDER BY __op\"\n",
-			path.Join(sink, t.Schema, t.Name, t.Generation, "delta/*/*.parquet"))
-	}
-	if t, ok := m.Tables["public.customers"]; ok {
-		d.printf("\n  Current state of customers (newest (__lsn, __seq) per key wins; D means deleted):\n")
-		d.printf("    duckdb -c \"SELECT id, name, balance FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY __lsn DESC, __seq DESC) AS rn FROM read_parquet('%s')) WHERE rn = 1 AND __op <> 'D' ORDER BY id DESC LIMIT 5\"\n",
-			path.Join(sink, t.Schema, t.Name, t.Generation, "*/*/*.parquet"))
-	}
-	d.printf("\n  (globs read every file on disk; the manifest lists the ones that count, which after a crash may be fewer)\n")
 }
 
 // sortedTables returns the keys of a manifest's tables in order.

@@ -108,6 +108,17 @@ type workStats struct {
 	perTable  map[string]*opCounts // "public.orders" → rows pg-cdc should write
 	toastKept int64                // updates that left orders.note untouched
 	notes     []string             // the special steps, in order
+	// mark is the source at one moment of the run, which the demo reads
+	// back through pg-cdc query --as-of at the end.
+	mark sourceMark
+}
+
+// sourceMark is the source at one moment: its clock, and what the sink
+// must answer for that time.
+type sourceMark struct {
+	at             time.Time
+	orders         int64
+	customerTotals string // sum(balance) of customers, exact
 }
 
 func (s *workStats) commit(txn map[string]*opCounts) {
@@ -173,6 +184,25 @@ var specials = []special{
 	{0.45, "TRUNCATE", (*workload).truncate},
 	{0.60, "large transaction", (*workload).bulkImport},
 	{0.75, "rolled-back transaction", (*workload).rollback},
+	{0.85, "a moment to travel back to", (*workload).markMoment},
+}
+
+// markMoment records the source between two transactions: the server's
+// clock and what two tables hold then. Every transaction before it has
+// committed, and the next starts after it, so the sink as of that time
+// (by commit time) must hold exactly this.
+func (w *workload) markMoment(ctx context.Context) error {
+	var m sourceMark
+	err := w.pool.QueryRow(ctx, `SELECT clock_timestamp(), (SELECT count(*) FROM orders), (SELECT coalesce(sum(balance), 0)::text FROM customers)`).
+		Scan(&m.at, &m.orders, &m.customerTotals)
+	if err != nil {
+		return err
+	}
+	w.stats.mu.Lock()
+	w.stats.mark = m
+	w.stats.mu.Unlock()
+	w.say("  * noted the moment %s: %d orders, customers' balances sum to %s\n", m.at.UTC().Format(time.RFC3339Nano), m.orders, m.customerTotals)
+	return nil
 }
 
 // runWorkload runs the workload for the configured duration, with a
