@@ -33,7 +33,7 @@ const asOutput = `CASE WHEN %[1]s IS NULL THEN NULL ELSE format('%%s|', %[1]s) E
 
 const (
 	arrPG   = `array_to_string(%[1]s, '|', '<null>')`
-	arrDuck = `array_to_string(list_transform(%[1]s, x -> coalesce(CAST(x AS VARCHAR), '<null>')), '|')`
+	arrDuck = `array_to_string(list_transform(%[1]s, lambda x: coalesce(CAST(x AS VARCHAR), '<null>')), '|')`
 	// Instants compare as microseconds since 1970 (exact in both), ±infinity
 	// by name.
 	tsPG   = `CASE WHEN isfinite(%[1]s) THEN (extract(epoch from %[1]s) * 1000000)::numeric(30,0)::text ELSE %[1]s::text END`

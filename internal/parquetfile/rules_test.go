@@ -91,7 +91,7 @@ func TestRulesLandCountedAndReadable(t *testing.T) {
 			}
 			db := openDuckDB(t)
 			q := `SELECT CAST(d AS VARCHAR), CAST(ts AS VARCHAR), CAST(tz AS VARCHAR), CAST(n AS VARCHAR), CAST(tm AS VARCHAR),
-				CAST(CAST(iv AS INTERVAL) AS VARCHAR), array_to_string(list_transform(ta, x -> coalesce(x, '<null>')), '|'), CAST(na AS VARCHAR), mood, CAST(dom AS VARCHAR), u,
+				CAST(CAST(iv AS INTERVAL) AS VARCHAR), array_to_string(list_transform(ta, lambda x: coalesce(x, '<null>')), '|'), CAST(na AS VARCHAR), mood, CAST(dom AS VARCHAR), u,
 				typeof(tm), typeof(ta), typeof(na), typeof(mood), typeof(dom), typeof(u)
 				FROM read_parquet(` + quoteLiteral(path) + `) ORDER BY id`
 			res := queryStrings(t, db, q)
