@@ -181,4 +181,18 @@ func TestRetryLoop(t *testing.T) {
 	if err := slow.run(ctx); err != nil {
 		t.Errorf("a stop request during the backoff: %v, want a clean stop", err)
 	}
+
+	// The server ends the connection while the drain's last flush runs:
+	// the stop is still the stop asked for, never retried.
+	calls = 0
+	draining := &retryLoop{policy: policy, mc: &fakeManifest{m: &manifest.Manifest{}}, log: slog.New(slog.DiscardHandler),
+		ended:   func(error, time.Duration, int) { t.Error("a failure after the stop request was retried") },
+		session: func(context.Context) error { calls++; return transient }}
+	if err := draining.run(canceled()); err != nil || calls != 1 {
+		t.Errorf("a transient failure during the drain: %v after %d sessions, want a clean stop after 1", err, calls)
+	}
+	if err := (&retryLoop{policy: policy, mc: &fakeManifest{m: &manifest.Manifest{}}, log: slog.New(slog.DiscardHandler),
+		session: func(context.Context) error { return lost }}).run(canceled()); !errors.Is(err, cdc.ErrSlotLost) {
+		t.Errorf("a terminal failure during the drain: %v, want it reported", err)
+	}
 }

@@ -69,8 +69,19 @@ func (l *retryLoop) run(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if !cdc.IsTransient(err) || ctx.Err() != nil {
+		if !cdc.IsTransient(err) {
 			return err
+		}
+		if ctx.Err() != nil {
+			// Stopping, the drain met a failure it would have retried (the
+			// server ended the connection during a long flush, the sink
+			// blinked): what is durable stays durable and is confirmed at
+			// the next start, what was buffered is not confirmed and is
+			// replayed. Nothing is lost, so this is the stop it was asked
+			// for, said loudly rather than an exit 1 for a supervisor to
+			// restart.
+			l.log.Warn("stopped on request; the drain ended on a transient error, nothing is lost: the next start confirms what is durable and replays the rest", "err", err)
+			return nil
 		}
 		if l.mc.Current().EndLSN > before {
 			attempt = 0 // the session made progress: this is a new failure
