@@ -14,8 +14,9 @@ PURE_PKGS := ./internal/cdc/... ./internal/manifest/... ./internal/flush/... \
              ./internal/blob/... ./internal/failpoint/... ./internal/replicate/... \
              ./internal/health/... ./internal/metrics/... ./internal/sdnotify/... \
              ./internal/logging/... ./internal/runs/... ./internal/backfill/... \
-             ./internal/control/... ./internal/audit/... ./internal/capture/... ./internal/daemon/...
-PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs|backfill|control|audit|capture|daemon)(/|$$)
+             ./internal/control/... ./internal/audit/... ./internal/capture/... ./internal/daemon/... \
+             ./internal/blobcache/... ./internal/refs/...
+PURE_RE   := /internal/(cdc|manifest|flush|txn|pgoutput|config|blob|failpoint|replicate|health|metrics|sdnotify|logging|runs|backfill|control|audit|capture|daemon|blobcache|refs)(/|$$)
 
 .PHONY: all build test unit integration demo check fmt vet tidy clean postgres versitygw shellcheck bench
 
@@ -39,6 +40,8 @@ shellcheck:
 
 test: postgres versitygw shellcheck
 	$(GO) vet ./...
+	@# The streaming-only build: static, no cgo, no DuckDB (DESIGN §11).
+	CGO_ENABLED=0 $(GO) build -tags nodb -o /dev/null ./cmd/pg-cdc
 	$(GO) test -race -count=1 -timeout 10m $(PURE_PKGS)
 	$(GO) test -count=1 -timeout 25m $$($(GO) list ./... | grep -v -E '$(PURE_RE)')
 
