@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -32,13 +35,28 @@ func (app *cli) onReader(fn readCommand) func(*cobra.Command, []string) error {
 			return err
 		}
 		q := cfg.Query
-		r, err := query.NewReader(query.ReaderOptions{
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		opts := query.ReaderOptions{
 			Sink: sink, CacheDir: filepath.Join(cfg.State.Path, "cache"), CacheBytes: q.CacheBytes,
 			TempDir: filepath.Join(cfg.State.Path, "query"),
 			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
 				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
-			Log: newLogger(cfg, cmd.ErrOrStderr()),
-		})
+			Log: log,
+		}
+		r, err := query.NewReader(opts)
+		if errors.Is(err, query.ErrCacheInUse) {
+			// Another query (or a server) holds the shared cache of an
+			// object-store sink: this run gets a private one, removed when
+			// it ends, rather than failing a second terminal's query.
+			private, perr := os.MkdirTemp(cfg.State.Path, "cache-run-")
+			if perr != nil {
+				return fmt.Errorf("%w; and a private cache: %w", err, perr)
+			}
+			defer os.RemoveAll(private)
+			log.Debug("the shared file cache is in use; this run uses a private one", "dir", private)
+			opts.CacheDir = private
+			r, err = query.NewReader(opts)
+		}
 		if err != nil {
 			return err
 		}

@@ -182,7 +182,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		f.Close() // our own descriptor: the holder keeps its lock
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("directory %s is in use by another blob cache (this process or another)", dir)
+			return nil, fmt.Errorf("directory %s: %w by another blob cache (this process or another)", dir, ErrInUse)
 		}
 		return nil, fmt.Errorf("lock directory %s: %w", dir, err)
 	}

@@ -524,7 +524,7 @@ func TestDirectory(t *testing.T) {
 	s := memory.New()
 	dir := filepath.Join(t.TempDir(), "cache")
 	c := newCache(t, s, 10, dir)
-	if _, err := New(s, Options{Dir: dir, MaxBytes: 10}); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := New(s, Options{Dir: dir, MaxBytes: 10}); !errors.Is(err, ErrInUse) {
 		t.Errorf("second cache on %s: %v, want it refused", dir, err)
 	}
 	if err := c.Close(); err != nil {

@@ -8,6 +8,10 @@ import (
 // ErrClosed is returned by a Cache after Close.
 var ErrClosed = errors.New("blob cache is closed")
 
+// ErrInUse is the class of the error Open returns when another Cache (in
+// this process or another) holds the directory.
+var ErrInUse = errors.New("blob cache directory is in use")
+
 // SizeError reports an object whose length is not the size the manifest
 // records for it. Nothing is cached.
 type SizeError struct {

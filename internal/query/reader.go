@@ -50,6 +50,10 @@ type ReaderOptions struct {
 // outside the history's window is manifest.ErrOutsideRetention instead.
 var ErrPoint = errors.New("unknown point")
 
+// ErrCacheInUse is the class of NewReader's error when another process
+// (or Reader) holds ReaderOptions.CacheDir: one cache per directory.
+var ErrCacheInUse = blobcache.ErrInUse
+
 // pointError is an error of class ErrPoint, its message unchanged.
 type pointError struct{ error }
 
