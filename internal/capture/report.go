@@ -97,5 +97,5 @@ func (r *CompactReport) WriteText(out io.Writer) {
 		fmt.Fprintf(out, "%s: base of epoch %d from %d deltas: %d rows (%d tombstones kept, %d purged), %d files, %s, %s\n",
 			res.Table, res.Epoch, res.FoldedDeltas, res.Rows, res.Tombstones, res.Purged, res.Files, HumanBytes(res.Bytes), res.Duration.Round(time.Millisecond))
 	}
-	fmt.Fprintf(out, "garbage: %d retired and %d orphaned files deleted, %d waiting for the grace period\n", r.GC.Retired, r.GC.Orphans, r.GC.Waiting)
+	fmt.Fprintf(out, "garbage: %d retired and %d orphaned files deleted, %d waiting (grace period, history retention or a branch)\n", r.GC.Retired, r.GC.Orphans, r.GC.Waiting)
 }
