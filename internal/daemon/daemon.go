@@ -285,7 +285,7 @@ func (d *daemon) startBackground(background *stage) {
 		background.Go("reconciler", r.run)
 	}
 	background.Go("refs", func(ctx context.Context) {
-		f := refsFollower{sink: d.c.Sink, mode: o.PromotionMode, log: o.Log}
+		f := newRefsFollower(d.c.Sink, o.PromotionMode, o.Log)
 		_ = d.feed.Follow(ctx, f.follow)
 	})
 	background.Go("run state", func(ctx context.Context) {

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -94,7 +95,21 @@ func At(m *manifest.Manifest, now time.Time, by string) Branch {
 // version followed yet).
 var ErrNoRefs = errors.New("no refs file")
 
-// Load reads the refs file and its store version.
+// ErrUnreadable: the refs file exists but does not decode (damaged, or
+// edited by hand). Load's error says how to recover.
+var ErrUnreadable = errors.New("refs file is unreadable")
+
+// unreadableError is an error of class ErrUnreadable with the fix.
+type unreadableError struct{ cause error }
+
+func (e unreadableError) Error() string {
+	return fmt.Sprintf("%s is unreadable (%v): restore it, or delete it and the daemon writes it again (in promotion.mode manual, main then starts at the newest version unless a running daemon remembers it)", Key, e.cause)
+}
+func (e unreadableError) Is(target error) bool { return target == ErrUnreadable }
+func (e unreadableError) Unwrap() error        { return e.cause }
+
+// Load reads the refs file and its store version. A file that does not
+// decode is an error of class ErrUnreadable, with its store version.
 func Load(ctx context.Context, store blob.Conditional) (*Refs, blob.Version, error) {
 	data, v, err := store.ReadVersion(ctx, Key)
 	if errors.Is(err, blob.ErrNotFound) {
@@ -104,7 +119,10 @@ func Load(ctx context.Context, store blob.Conditional) (*Refs, blob.Version, err
 		return nil, "", fmt.Errorf("read %s: %w", Key, err)
 	}
 	r, err := Decode(data)
-	return r, v, err
+	if err != nil {
+		return nil, v, unreadableError{err}
+	}
+	return r, v, nil
 }
 
 // Decode parses a refs file.
@@ -140,16 +158,35 @@ const maxAttempts = 20
 // writer. mutate reports whether it changed anything; nothing is written
 // when it did not.
 func Update(ctx context.Context, store blob.Conditional, mutate func(*Refs) (bool, error)) (*Refs, error) {
+	return update(ctx, store, nil, mutate)
+}
+
+// update is Update with a way back for a file that is missing or does not
+// decode: restore returns the refs to start from instead (nil: a missing
+// file starts empty and a damaged one is an error). The write replaces
+// exactly the version read, so a file someone fixed meanwhile is not
+// overwritten.
+func update(ctx context.Context, store blob.Conditional, restore func(cause error) *Refs, mutate func(*Refs) (bool, error)) (*Refs, error) {
 	for range maxAttempts {
 		r, v, err := Load(ctx, store)
-		switch {
-		case errors.Is(err, ErrNoRefs):
-			r, v = &Refs{FormatVersion: FormatVersion, Branches: map[string]Branch{}}, ""
-		case err != nil:
+		restored := false
+		if errors.Is(err, ErrNoRefs) || errors.Is(err, ErrUnreadable) {
+			var base *Refs
+			if restore != nil {
+				base = restore(err)
+			}
+			switch {
+			case base != nil:
+				r, err, restored = base.clone(), nil, true
+			case errors.Is(err, ErrNoRefs):
+				r, v, err = &Refs{FormatVersion: FormatVersion, Branches: map[string]Branch{}}, "", nil
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 		changed, err := mutate(r)
-		if err != nil || !changed {
+		if err != nil || !changed && !restored {
 			return r, err
 		}
 		r.Version++
@@ -174,7 +211,52 @@ func Update(ctx context.Context, store blob.Conditional, mutate func(*Refs) (boo
 // moves backwards (a follower that saw an older version than another
 // writer). It writes nothing when the refs are already there.
 func Follow(ctx context.Context, store blob.Conditional, m *manifest.Manifest, mode string, now time.Time) (*Refs, error) {
-	return Update(ctx, store, func(r *Refs) (bool, error) {
+	return Update(ctx, store, follow(m, mode, now))
+}
+
+// Follower is Follow for a long-lived process (the daemon). It remembers
+// the refs it last read or wrote, so that a refs file deleted or damaged
+// under it is written again from what it held — a manual main keeps the
+// position it was promoted to — rather than main starting over at the
+// newest version (a missing file) or every later follow failing (a damaged
+// one). Not safe for concurrent use: one goroutine follows.
+type Follower struct {
+	Store blob.Conditional
+	Mode  string
+	// Restored is told when a missing or damaged file is written again
+	// from memory (nil: not told).
+	Restored func(cause error, from *Refs)
+	last     *Refs
+}
+
+// Follow moves the branches to m (see the package function).
+func (f *Follower) Follow(ctx context.Context, m *manifest.Manifest, now time.Time) (*Refs, error) {
+	restore := func(cause error) *Refs {
+		if f.last != nil && f.Restored != nil {
+			f.Restored(cause, f.last)
+		}
+		return f.last
+	}
+	r, err := update(ctx, f.Store, restore, follow(m, f.Mode, now))
+	if err == nil {
+		f.last = r.clone()
+	}
+	return r, err
+}
+
+// clone is a deep copy of r.
+func (r *Refs) clone() *Refs {
+	c := *r
+	c.Branches = maps.Clone(r.Branches)
+	if c.Branches == nil {
+		c.Branches = map[string]Branch{}
+	}
+	return &c
+}
+
+// follow is Follow's mutation.
+func follow(m *manifest.Manifest, mode string, now time.Time) func(*Refs) (bool, error) {
+	return func(r *Refs) (bool, error) {
 		changed := false
 		for _, name := range []string{Staging, Main} {
 			if name == Main && mode == ModeManual {
@@ -189,7 +271,7 @@ func Follow(ctx context.Context, store blob.Conditional, m *manifest.Manifest, m
 			}
 		}
 		return changed, nil
-	})
+	}
 }
 
 // Pinned returns the manifest versions the branches name (sorted, unique):

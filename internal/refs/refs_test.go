@@ -59,6 +59,65 @@ func TestFollow(t *testing.T) {
 	}
 }
 
+// TestFollowerRestores: a refs file deleted or damaged under a running
+// follower is written again from what it last held, so a manual main keeps
+// the position it was promoted to; without that memory a damaged file is
+// left alone (the error says how to fix it) and a missing one starts over.
+func TestFollowerRestores(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	store := memory.New()
+	var restored []error
+	f := &Follower{Store: store, Mode: ModeManual, Restored: func(cause error, _ *Refs) { restored = append(restored, cause) }}
+	if _, err := f.Follow(ctx, version(3), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Promote(ctx, store, Main, 3, version(7), now, "promote alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Follow(ctx, version(8), now); err != nil { // learns main at 7
+		t.Fatal(err)
+	}
+	for _, damage := range []func() error{
+		func() error { return store.Delete(ctx, Key) },
+		func() error { return store.Put(ctx, Key, strings.NewReader(`{"format_version": 1, "branches": {`)) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Follow(ctx, version(8), now); err != nil {
+			t.Fatalf("follow after damage: %v", err)
+		}
+		r, _, err := Load(ctx, store)
+		if err != nil {
+			t.Fatalf("the follower did not write the refs again: %v", err)
+		}
+		if r.Branches[Main].ManifestVersion != 7 || r.Branches[Main].By != "promote alice" || r.Branches[Staging].ManifestVersion != 8 {
+			t.Errorf("restored refs: main %+v, staging %+v; want main at 7 by promote alice, staging at 8", r.Branches[Main], r.Branches[Staging])
+		}
+	}
+	if len(restored) != 2 || !errors.Is(restored[0], ErrNoRefs) || !errors.Is(restored[1], ErrUnreadable) {
+		t.Errorf("Restored told %v, want a missing and an unreadable file", restored)
+	}
+
+	// A follower that remembers nothing (a daemon just started) leaves a
+	// damaged file as it is and says how to fix it.
+	if err := store.Put(ctx, Key, strings.NewReader("{")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &Follower{Store: store, Mode: ModeManual}
+	_, err := fresh.Follow(ctx, version(9), now)
+	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("fresh follower on a damaged file: %v, want ErrUnreadable with the fix", err)
+	}
+	if data, _, _ := store.ReadVersion(ctx, Key); string(data) != "{" {
+		t.Errorf("the damaged file was overwritten by a follower that knew nothing: %q", data)
+	}
+	if _, err := Pinned(ctx, store); !errors.Is(err, ErrUnreadable) {
+		t.Errorf("Pinned on a damaged file: %v, want an error (GC must not guess the pins)", err)
+	}
+}
+
 // TestUpdateConcurrent: writers racing on the refs file each land exactly
 // once (compare-and-swap, retried on conflict).
 func TestUpdateConcurrent(t *testing.T) {
