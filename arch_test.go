@@ -117,6 +117,18 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// The transports of the read path (REST, MCP, server-sent events) and
+	// its vocabulary reach the engine through ports: they link no DuckDB.
+	for _, pkg := range []string{"internal/readpath"} {
+		if _, ok := deps[mod+pkg]; !ok {
+			t.Errorf("%s: no such package; keep this list true", pkg)
+		}
+		for _, d := range deps[mod+pkg] {
+			if strings.HasPrefix(d, "github.com/duckdb/") || d == mod+"internal/query" {
+				t.Errorf("%s links %s; the read path's transports use it through a port", pkg, d)
+			}
+		}
+	}
 	nodb := goList(t, `{{.ImportPath}} {{join .Deps " "}}`, "-tags", "nodb")
 	if _, ok := nodb[mod+"cmd/pg-cdc"]; !ok {
 		t.Fatal("go list -tags nodb: cmd/pg-cdc not found")

@@ -203,7 +203,7 @@ func TestReadsInsideDataDirs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCols := []Column{{"id", "BIGINT"}, {"name", "VARCHAR"}, {"amount", "DECIMAL(12,3)"}, {"ts", "TIMESTAMPTZ"}, {"u", "UUID"}}
+	wantCols := []Column{{Name: "id", Type: "BIGINT"}, {Name: "name", Type: "VARCHAR"}, {Name: "amount", Type: "DECIMAL(12,3)"}, {Name: "ts", Type: "TIMESTAMPTZ"}, {Name: "u", Type: "UUID"}}
 	if len(r.Columns) != len(wantCols) {
 		t.Fatalf("columns %v", r.Columns)
 	}
@@ -272,7 +272,7 @@ func TestReadsInsideDataDirs(t *testing.T) {
 	if s, ok := v[3].(map[string]any); !ok || s["a"] != int32(1) {
 		t.Errorf("struct %#v", v[3])
 	}
-	if m, ok := v[4].([]MapEntry); !ok || len(m) != 1 || m[0] != (MapEntry{"k", "v"}) {
+	if m, ok := v[4].([]MapEntry); !ok || len(m) != 1 || m[0] != (MapEntry{Key: "k", Value: "v"}) {
 		t.Errorf("map %#v", v[4])
 	}
 	if v[5] != "-0.05" || string(v[6].([]byte)) != "x" || v[7] != nil {

@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,119 +58,50 @@ var DefaultLimits = Limits{
 	MaxBytes:    32 << 20,
 }
 
-// Column is one result column: its name and DuckDB's name for its type
-// (BIGINT, VARCHAR, DECIMAL(12,3), TIMESTAMP WITH TIME ZONE, INTEGER[], …).
-type Column struct {
-	Name string
-	Type string
-}
+// The result types are the read path's vocabulary (internal/readpath),
+// shared with the transports, which import no DuckDB.
+type (
+	Column   = readpath.Column
+	Result   = readpath.Result
+	Interval = readpath.Interval
+	MapEntry = readpath.MapEntry
+)
 
-// Result is one request's answer.
-//
-// Values in Rows are standard Go types, never the driver's: nil, bool,
-// int8…int64, uint8…uint64, float32, float64, string, []byte, time.Time,
-// *big.Int (HUGEINT, UHUGEINT, BIGNUM), []any (LIST, ARRAY), map[string]any
-// (STRUCT; a UNION as {tag: value}), []MapEntry (MAP, in key order),
-// Interval, and string for DECIMAL (exact, with the type's scale: "1.500")
-// and UUID (canonical form) at the top level of a row. JSON values arrive
-// decoded by encoding/json (the driver's choice); cast to VARCHAR in SQL to
-// get the text exactly.
-type Result struct {
-	Columns []Column
-	Rows    [][]any
-	// Truncated is set when rows were left out because of MaxRows or
-	// MaxBytes; a result that fits exactly is not truncated.
-	Truncated bool
-	// Bytes is the estimated size of Rows: strings and blobs by length,
-	// numbers by width, nested values by their parts (see estimateSize).
-	Bytes int64
-	// Elapsed is the request's wall time, the connection's wait included.
-	Elapsed time.Duration
-}
-
-// Interval is DuckDB's INTERVAL, in PostgreSQL's three parts.
-type Interval struct {
-	Months int32
-	Days   int32
-	Micros int64
-}
-
-// MapEntry is one key and value of a MAP.
-type MapEntry struct {
-	Key   any
-	Value any
-}
-
-// Errors callers branch on. A request's error matches exactly one of
-// ErrRefused (the request broke a rule: 400), ErrInvalid (DuckDB rejected
-// the SQL: parse, bind, catalog, types, arguments: 400) and ErrLimit (the
-// request ran past a limit: timeout, memory); any other error is the
-// engine's (500). A caller's own cancellation comes back as its context
-// error.
+// Errors callers branch on (readpath has their contract).
 var (
-	ErrRefused  = errors.New("query refused")
-	ErrInvalid  = errors.New("invalid query")
-	ErrLimit    = errors.New("query limit exceeded")
-	ErrClosed   = errors.New("query engine closed")
-	ErrNoEngine = errors.New("this build of pg-cdc has no query engine (built with -tags nodb); " +
-		"use the full build: a normal `go build` with cgo (CGO_ENABLED=1), which links DuckDB")
+	ErrRefused  = readpath.ErrRefused
+	ErrInvalid  = readpath.ErrInvalid
+	ErrLimit    = readpath.ErrLimit
+	ErrClosed   = readpath.ErrClosed
+	ErrNoEngine = readpath.ErrNoEngine
 )
 
-// The rules a RefusedError names.
+// The rules a RefusedError names, and the limits a LimitError names.
 const (
-	RuleOneStatement = "only one statement"
-	RuleOnlyQueries  = "only queries"
-	RuleSandbox      = "only the data directories"
+	RuleOneStatement = readpath.RuleOneStatement
+	RuleOnlyQueries  = readpath.RuleOnlyQueries
+	RuleSandbox      = readpath.RuleSandbox
+	LimitTimeout     = readpath.LimitTimeout
+	LimitMemory      = readpath.LimitMemory
 )
 
-// RefusedError is a request the engine would not run, or that DuckDB's
-// sandbox stopped. Rule is one of the Rule constants; Detail says what was
-// found ("this is a COPY", DuckDB's permission message).
-type RefusedError struct {
-	Rule   string
-	Detail string
-	// Err is DuckDB's error when the sandbox refused, else nil.
-	Err error
-}
-
-func (e *RefusedError) Error() string {
-	if e.Detail == "" {
-		return "query refused: " + e.Rule
-	}
-	return "query refused: " + e.Rule + ": " + e.Detail
-}
-
-func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
-func (e *RefusedError) Unwrap() error        { return e.Err }
-
-// The limits a LimitError names.
+// Formats of Result.Write.
 const (
-	LimitTimeout = "timeout"
-	LimitMemory  = "memory"
+	FormatTable = readpath.FormatTable
+	FormatCSV   = readpath.FormatCSV
+	FormatJSON  = readpath.FormatJSON
 )
 
-// LimitError is a request stopped by a limit: LimitTimeout (interrupted at
-// Limits.Timeout) or LimitMemory (memory_limit, or the spill cap).
-type LimitError struct {
-	Limit string
-	// Value is the limit in force, for the message ("2s", "1.0 GiB").
-	Value string
-	Err   error
-}
+// ValidFormat reports whether f names a format of Result.Write.
+func ValidFormat(f string) bool { return readpath.ValidFormat(f) }
 
-func (e *LimitError) Error() string {
-	msg := "query stopped at its " + e.Limit + " limit"
-	if e.Value != "" {
-		msg += " (" + e.Value + ")"
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
+// Text renders one value as the table format shows it (readpath.Text).
+func Text(v any, t string) string { return readpath.Text(v, t) }
 
-func (e *LimitError) Is(target error) bool { return target == ErrLimit }
-func (e *LimitError) Unwrap() error        { return e.Err }
+type (
+	RefusedError = readpath.RefusedError
+	LimitError   = readpath.LimitError
+)
 
 // SandboxError is an Open that would not serve: a sandbox setting read back
 // other than it was set, or a canary read that DuckDB allowed.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -45,10 +46,9 @@ type ReaderOptions struct {
 	Log     *slog.Logger
 }
 
-// ErrPoint is the class of an error for a point that names nothing: not a
-// branch, a tag of a flush the history holds, nor a point's syntax. A point
-// outside the history's window is manifest.ErrOutsideRetention instead.
-var ErrPoint = errors.New("unknown point")
+// ErrPoint is the class of an error for a point that names nothing
+// (readpath.ErrPoint).
+var ErrPoint = readpath.ErrPoint
 
 // ErrCacheInUse is the class of NewReader's error when another process
 // (or Reader) holds ReaderOptions.CacheDir: one cache per directory.
@@ -126,17 +126,8 @@ func (r *Reader) Close() error {
 	return errors.Join(append(errs, r.files.Close())...)
 }
 
-// At is a point of the sink's history, resolved: the manifest version
-// that holds it, and the bound inside it.
-type At struct {
-	// Name is the point as asked ("" for the newest version).
-	Name     string
-	Manifest *manifest.Manifest
-	Bound    mergesql.Bound
-}
-
-// Version is the manifest version At reads.
-func (a At) Version() uint64 { return a.Manifest.Version }
+// At is a point of the sink's history, resolved (readpath.At).
+type At = readpath.At
 
 // Resolve finds a point: "" (the newest version), a branch (staging,
 // main), a tag (raw@<time>), epoch:N, lsn:X/Y, an RFC 3339 time, or a
@@ -230,24 +221,11 @@ func (r *Reader) Query(ctx context.Context, at At, sql string, args ...any) (*Re
 }
 
 // ErrCollected is the class of a query that failed because garbage
-// collection deleted files of its version (CollectedError). Asking again
-// resolves the point anew: inside history.retention it is read again,
-// outside it is an error naming the window.
-var ErrCollected = errors.New("files of the version were collected")
+// collection deleted files of its version (readpath.CollectedError).
+var ErrCollected = readpath.ErrCollected
 
 // CollectedError names the version and one of its files that is gone.
-type CollectedError struct {
-	Version uint64
-	File    string
-	Err     error
-}
-
-func (e *CollectedError) Error() string {
-	return fmt.Sprintf("version %d: its file %s was collected while the query ran (the version left history.retention); ask again: %v", e.Version, e.File, e.Err)
-}
-
-func (e *CollectedError) Is(target error) bool { return target == ErrCollected }
-func (e *CollectedError) Unwrap() error        { return e.Err }
+type CollectedError = readpath.CollectedError
 
 // missing returns the first of paths that no longer exists, or "".
 func missing(paths []string) string {

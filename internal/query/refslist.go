@@ -3,31 +3,15 @@ package query
 import (
 	"context"
 	"errors"
-	"time"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 
-	"github.com/pg-cdc/pg-cdc/internal/cdc"
-	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/refs"
 )
 
-// RefList is what pg-cdc refs shows: the branches, the newest tags and
-// the window of versions the history holds.
-type RefList struct {
-	Branches map[string]refs.Branch `json:"branches"`
-	Tags     []Tag                  `json:"tags"`
-	Oldest   manifest.Header        `json:"oldest"`
-	Newest   manifest.Header        `json:"newest"`
-}
-
-// Tag is one flush's tag: its epoch, which a tag reads whole (the last
-// version that has it), and the version the flush wrote.
-type Tag struct {
-	Name          string    `json:"name"`
-	FlushVersion  uint64    `json:"flush_version"`
-	Epoch         uint64    `json:"epoch"`
-	EndLSN        cdc.LSN   `json:"end_lsn"`
-	MaxCommitTime time.Time `json:"max_commit_time,omitzero"`
-}
+type (
+	RefList = readpath.RefList
+	Tag     = readpath.Tag
+)
 
 // Refs lists the branches, the newest tags (at most tags of them) and the
 // history's window.

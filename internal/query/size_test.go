@@ -25,7 +25,7 @@ func TestEstimateSize(t *testing.T) {
 		{Interval{Months: 1}, 16},
 		{[]any{"ab", int64(1), nil}, 11},
 		{map[string]any{"key": "value"}, 8},
-		{[]MapEntry{{"k", "vv"}}, 3},
+		{[]MapEntry{{Key: "k", Value: "vv"}}, 3},
 		{[]any{[]any{"abc"}, map[string]any{"a": []byte("xy")}}, 6},
 		{[4]uint16{}, 8}, // a type not listed: its shallow size
 	} {

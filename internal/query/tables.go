@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"maps"
 	"slices"
 	"time"
@@ -11,19 +12,8 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/mergesql"
 )
 
-// Table describes one captured table at a point: `pg-cdc query --tables`.
-type Table struct {
-	Name          string `json:"name"` // schema.table
-	Rows          int64  `json:"rows"` // live rows of its current state
-	SchemaVersion int    `json:"schema_version"`
-	Generation    string `json:"generation"`
-	// Snapshot is the table's snapshot state: until it is complete, its
-	// state is part of the table only.
-	Snapshot string `json:"snapshot"`
-	// FreshAsOf: the sink holds every transaction the source committed up
-	// to this time (the version's newest commit); zero before any flush.
-	FreshAsOf time.Time `json:"fresh_as_of"`
-}
+// Table describes one captured table at a point (readpath.Table).
+type Table = readpath.Table
 
 // Tables lists the captured tables at a point, with their live rows.
 func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
