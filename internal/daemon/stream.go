@@ -266,6 +266,7 @@ func (r replSource) Receive(ctx context.Context) (replicate.Message, error) {
 	return replicate.Message{
 		Keepalive:      m.Kind == postgres.Keepalive,
 		ServerWALEnd:   m.ServerWALEnd,
+		ServerTime:     m.ServerTime,
 		ReplyRequested: m.ReplyRequested,
 		Data:           m.Data,
 	}, nil

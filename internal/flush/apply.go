@@ -76,6 +76,9 @@ func applyEpoch(m *manifest.Manifest, u *uploadedEpoch) error {
 	m.Epoch = epoch
 	m.EndLSN = max(m.EndLSN, u.Record.EndLSN)
 	m.AppendHistory(u.Record)
+	if u.Record.MaxCommitTime.After(m.FreshAsOf) {
+		m.FreshAsOf = u.Record.MaxCommitTime
+	}
 	return nil
 }
 

@@ -150,10 +150,16 @@ func (u *uploadedEpoch) result() Result {
 }
 
 // AdvanceIdle records an idle position in the manifest (no new epoch, no
-// files) so that it may be confirmed; see IdleAdvance.
-func (c *Committer) AdvanceIdle(ctx context.Context, pos cdc.LSN) error {
+// files) so that it may be confirmed; see IdleAdvance. at is when the
+// server reported pos as its WAL end (zero if unknown): with nothing
+// pending, the sink then holds every transaction committed up to it, so it
+// moves the manifest's FreshAsOf.
+func (c *Committer) AdvanceIdle(ctx context.Context, pos cdc.LSN, at time.Time) error {
 	_, err := c.Manifest.Commit(ctx, func(m *manifest.Manifest) error {
 		m.EndLSN = max(m.EndLSN, pos)
+		if at.After(m.FreshAsOf) {
+			m.FreshAsOf = at.UTC()
+		}
 		return nil
 	})
 	if err != nil {

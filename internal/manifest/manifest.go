@@ -22,6 +22,17 @@ const FormatVersion = 1
 // Key is the manifest's key relative to the sink root.
 const Key = "_pgcdc/manifest.json"
 
+// Freshness is FreshAsOf, or for a manifest written before it the newest
+// flush's commit time: the sink holds every transaction the source
+// committed up to it. Zero before the first flush or idle advance.
+func (m *Manifest) Freshness() time.Time {
+	t := m.FreshAsOf
+	if n := len(m.History); n > 0 && m.History[n-1].MaxCommitTime.After(t) {
+		t = m.History[n-1].MaxCommitTime
+	}
+	return t
+}
+
 // HistoryLimit is how many recent epochs the manifest keeps in History.
 const HistoryLimit = 100
 
@@ -40,6 +51,13 @@ type Manifest struct {
 	CommittedAt time.Time         `json:"committed_at"`
 	Tables      map[string]*Table `json:"tables"`
 	History     []EpochRecord     `json:"history"`
+	// FreshAsOf is the sink's freshness (design.md §11.7): it holds every
+	// transaction the source committed up to this time, by the source's
+	// clock. A flush moves it to its newest commit time; an idle advance,
+	// with nothing pending, to the time the server reported the WAL end it
+	// advanced to, so it keeps moving on an idle source. Zero until the
+	// first flush or idle advance (and in manifests written before it).
+	FreshAsOf time.Time `json:"fresh_as_of,omitzero"`
 	// Garbage lists files that compaction retired from the tables: no
 	// reader of this or a later manifest needs them, but a reader holding
 	// an older manifest may, so they are deleted only once they have been

@@ -6,7 +6,6 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/mergesql"
@@ -18,9 +17,9 @@ type Table = readpath.Table
 // Tables lists the captured tables at a point, with their live rows.
 func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
 	m := at.Manifest
-	var fresh time.Time
-	if n := len(m.History); n > 0 {
-		fresh = m.History[n-1].MaxCommitTime
+	fresh := m.Freshness()
+	if !at.Bound.Time.IsZero() && at.Bound.Time.Before(fresh) {
+		fresh = at.Bound.Time // a point inside the version holds no more
 	}
 	var out []Table
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {

@@ -17,6 +17,9 @@ import (
 // pg-cdc's own control messages, to what they ask for.
 func (s *Service) handle(ctx context.Context, msg Message) error {
 	if msg.Keepalive {
+		if msg.ServerWALEnd >= s.serverEnd && !msg.ServerTime.IsZero() {
+			s.serverEndAt = msg.ServerTime
+		}
 		s.serverEnd = max(s.serverEnd, msg.ServerWALEnd)
 		if msg.ReplyRequested {
 			return s.sendStatus(ctx, false)

@@ -96,9 +96,13 @@ type Service struct {
 	// confirmed), the server's WAL end from keepalives, the end LSN of the
 	// last commit received, and the last position sent as flushed.
 	durable, serverEnd, receivedLSN, confirmed cdc.LSN
-	catchUp                                    cdc.LSN // Config.CatchUp until the stream reaches it; then zero
-	backlog                                    bool    // a transaction committed before catchUp was received
-	oldestPending                              time.Time
+	// serverEndAt is when the server reported serverEnd in a keepalive (an
+	// idle advance's freshness); a control message's position keeps the
+	// older time, which only understates freshness.
+	serverEndAt   time.Time
+	catchUp       cdc.LSN // Config.CatchUp until the stream reaches it; then zero
+	backlog       bool    // a transaction committed before catchUp was received
+	oldestPending time.Time
 
 	lastStatus time.Time
 	lastIdle   time.Time
@@ -417,7 +421,7 @@ func (s *Service) maybeIdleAdvance(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	s.lastIdle = s.now()
-	if err := s.committer.AdvanceIdle(ctx, pos); err != nil {
+	if err := s.committer.AdvanceIdle(ctx, pos, s.serverEndAt); err != nil {
 		return err
 	}
 	s.log.Debug("idle advance", "lsn", pos)

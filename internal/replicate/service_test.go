@@ -269,11 +269,23 @@ func TestIdleAdvance(t *testing.T) {
 		h.push(tx(501, c1, itemsRel(0, false), ins(itemsOID, 1, "a"))...)
 		h.waitFor("epoch 1 confirmed", func() bool { return h.confirmed() == endOf(c1) })
 
+		flushed := h.manifest().FreshAsOf
+		if want := h.manifest().History[0].MaxCommitTime; flushed.IsZero() || !flushed.Equal(want) {
+			t.Errorf("after the flush the manifest is fresh as of %v, want its newest commit time %v", flushed, want)
+		}
 		// A keepalive behind the durable position changes nothing.
 		h.push(keepalive(c1, false))
 		idle := endOf(c1) + 0x10000
-		h.push(keepalive(idle, false))
+		// The server reported the idle position at serverAt: with nothing
+		// pending, the sink then holds every transaction committed up to it.
+		serverAt := flushed.Add(time.Hour)
+		ka := keepalive(idle, false)
+		ka.ServerTime = serverAt
+		h.push(ka)
 		h.waitFor("idle position confirmed", func() bool { return h.confirmed() == idle })
+		if got := h.manifest().FreshAsOf; !got.Equal(serverAt) {
+			t.Errorf("after the idle advance the manifest is fresh as of %v, want the keepalive's server time %v", got, serverAt)
+		}
 
 		st, _ := h.sentPosition(idle)
 		if st.manifestEnd != idle || st.epoch != 1 {

@@ -1,6 +1,8 @@
 package replicate
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
@@ -20,8 +22,11 @@ type Source interface {
 // Message is one message of the replication stream.
 type Message struct {
 	// Keepalive is true for a primary keepalive; Data is empty then.
-	Keepalive      bool
-	ServerWALEnd   cdc.LSN
+	Keepalive    bool
+	ServerWALEnd cdc.LSN
+	// ServerTime is the server's clock when it sent a keepalive (zero if
+	// not known): the time its WAL end was current.
+	ServerTime     time.Time
 	ReplyRequested bool
 	// Data is a pgoutput message, valid until the next Receive.
 	Data []byte
