@@ -22,6 +22,9 @@
 //     plus new deltas (compact.go).
 //   - Live lag: pg-cdc start while W1 runs at a fixed rate.
 //   - A CPU and allocation profile of pg-cdc draining W1.
+//   - Read path (issue 15): pg-cdc query over a base and delta epochs
+//     against DuckDB over a pre-merged copy, as of a middle epoch, its peak
+//     RSS, and the history log's bytes at one flush a second (read.go).
 //
 // Every consumer runs as a child process, so wall time, CPU time and peak
 // RSS come from the same place (wait4's rusage) for all of them. The
@@ -71,6 +74,11 @@ type options struct {
 	pgbenchScale int
 	pgbenchTxns  int
 	pgbenchReps  int
+	// readRows, readEpochs and readMeta size the read path (read.go): the
+	// table, its rounds of changes, the history-metadata window.
+	readRows   int
+	readEpochs int
+	readMeta   time.Duration
 }
 
 func main() {
@@ -80,6 +88,8 @@ func main() {
 			os.Exit(childDrain(os.Args[2:]))
 		case "copy":
 			os.Exit(childCopy(os.Args[2:]))
+		case "engine", "duckdb", "merge":
+			os.Exit(childRead(os.Args[1], os.Args[2:]))
 		}
 	}
 	var o options
@@ -99,8 +109,11 @@ func main() {
 	flag.IntVar(&o.pgbenchScale, "pgbench-scale", 10, "pgbench -i scale of W6 (100,000 pgbench_accounts rows each)")
 	flag.IntVar(&o.pgbenchTxns, "pgbench-txns", 75_000, "TPC-B-like transactions of the W6 backlog, over its 4 clients (4 changes each)")
 	flag.IntVar(&o.pgbenchReps, "pgbench-reps", 3, "repetitions of W6 (at most --reps): its backlog takes the longest to write and drain")
+	flag.IntVar(&o.readRows, "read-rows", 1_000_000, "rows of the read path's table (issue 15)")
+	flag.IntVar(&o.readEpochs, "read-epochs", 10, "rounds of changes (delta epochs) on the read path's table")
+	flag.DurationVar(&o.readMeta, "read-meta-duration", 90*time.Second, "how long the history-metadata workload runs at one flush a second (0: skip)")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read (default all)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -119,8 +132,8 @@ func main() {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 {
-		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4")
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1")
 		os.Exit(2)
 	}
 

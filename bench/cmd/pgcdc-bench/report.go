@@ -26,6 +26,7 @@ type report struct {
 	snapshot          *snapshotResult
 	compact           *compactResult
 	lag               *lagResult
+	read              *readResult
 }
 
 // Targets of issue 3.
@@ -85,6 +86,7 @@ func (r *report) render(b *bytes.Buffer) {
 	r.renderSnapshot(p)
 	r.renderCompaction(p)
 	r.renderLag(p)
+	r.renderRead(p)
 	var missing []string
 	if !r.hasDrain("w6") {
 		missing = append(missing, "- **pgbench TPC-B mix (W6)**: not in this run (`--only w6` measures it; it needs pgbench).\n")

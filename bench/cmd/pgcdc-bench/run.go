@@ -156,6 +156,16 @@ func run(ctx context.Context, o options) (err error) {
 			return fmt.Errorf("live lag: %w", err)
 		}
 		h.rep.lag = res
+		if err := h.rep.write(o.out); err != nil {
+			return err
+		}
+	}
+	if h.selected("read") {
+		res, err := h.readPath(ctx)
+		if err != nil {
+			return fmt.Errorf("read path: %w", err)
+		}
+		h.rep.read = res
 	}
 	h.rep.finished = time.Now()
 	return h.rep.write(o.out)
