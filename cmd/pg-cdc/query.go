@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -75,12 +76,21 @@ func writeTables(w io.Writer, ts []query.Table, format string) error {
 	}
 	res := &query.Result{Columns: []query.Column{{Name: "table", Type: "VARCHAR"}, {Name: "rows", Type: "BIGINT"},
 		{Name: "schema_version", Type: "INTEGER"}, {Name: "snapshot", Type: "VARCHAR"}, {Name: "fresh_as_of", Type: "TIMESTAMP WITH TIME ZONE"}}}
+	aliased := slices.ContainsFunc(ts, func(t query.Table) bool { return t.View != "" })
+	if aliased {
+		// Tables whose names differ only in case are read by aliases.
+		res.Columns = append(res.Columns, query.Column{Name: "query_as", Type: "VARCHAR"})
+	}
 	for _, t := range ts {
 		var fresh any
 		if !t.FreshAsOf.IsZero() {
 			fresh = t.FreshAsOf
 		}
-		res.Rows = append(res.Rows, []any{t.Name, t.Rows, int32(t.SchemaVersion), t.Snapshot, fresh})
+		row := []any{t.Name, t.Rows, int32(t.SchemaVersion), t.Snapshot, fresh}
+		if aliased {
+			row = append(row, t.View)
+		}
+		res.Rows = append(res.Rows, row)
 	}
 	return res.Write(w, format)
 }

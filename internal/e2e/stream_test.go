@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +17,16 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/sinktest"
 )
 
-// assertSinkEqualsSource compares each table's merged state in the sink,
-// read by DuckDB, with the table in PostgreSQL.
+// assertSinkEqualsSource compares each table's state in the sink with the
+// table in PostgreSQL (read with pgx), twice: merged by the test's own
+// reader (sinktest.MergedRows, DuckDB over the files the manifest lists),
+// and as pg-cdc query answers it — the read path's merge SQL, over the
+// object store through its local cache for an S3 or GCS sink.
 func assertSinkEqualsSource(t *testing.T, e *env, tables ...string) {
 	t.Helper()
 	e.mirror()
 	m := e.manifest()
+	views := e.queryViews()
 	for _, table := range tables {
 		mt := m.Tables[table]
 		if mt == nil {
@@ -32,8 +41,82 @@ func assertSinkEqualsSource(t *testing.T, e *env, tables ...string) {
 		if len(want) == 0 {
 			t.Errorf("table %s: the source is empty; the comparison would prove nothing", table)
 		}
-		sinktest.AssertSameRows(t, want, got, cols)
+		if !sinktest.AssertSameRows(t, want, got, cols) {
+			t.Errorf("table %s: the merged files differ from the source (above)", table)
+		}
+		qcols, qrows := e.queryState(views[table], cols)
+		if !slices.Equal(qcols, cols) {
+			t.Fatalf("table %s: pg-cdc query returned the columns %v, want %v", table, qcols, cols)
+		}
+		if !sinktest.AssertSameRows(t, want, qrows, cols) {
+			t.Errorf("table %s: pg-cdc query's current state differs from the source (above)", table)
+		}
 	}
+}
+
+// queryViews lists, by pg-cdc query --tables, the name each table is read
+// by: "schema"."table", or the alias it shows for a table whose name
+// differs from another's only in case.
+func (e *env) queryViews() map[string]string {
+	e.t.Helper()
+	var list struct {
+		Tables []struct {
+			Name string `json:"name"`
+			View string `json:"view"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(e.queryOut("--tables", "--format", "json"), &list); err != nil {
+		e.t.Fatalf("pg-cdc query --tables --format json: %v", err)
+	}
+	m := e.manifest()
+	ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+	views := map[string]string{}
+	for _, t := range list.Tables {
+		views[t.Name] = t.View
+		if mt := m.Tables[t.Name]; t.View == "" && mt != nil {
+			views[t.Name] = ident(mt.Schema) + "." + ident(mt.Name)
+		}
+	}
+	return views
+}
+
+// queryState reads a table's current state through pg-cdc query (JSON),
+// from view, the name queryViews gave it.
+func (e *env) queryState(view string, cols []string) ([]string, [][]any) {
+	e.t.Helper()
+	if view == "" {
+		e.t.Fatal("pg-cdc query --tables does not list the table")
+	}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = `"` + strings.ReplaceAll(c, `"`, `""`) + `"`
+	}
+	sql := fmt.Sprintf("SELECT %s FROM %s", strings.Join(quoted, ", "), view)
+	out := e.queryOut("--format", "json", sql)
+	qcols, rows, err := sinktest.QueryJSON(out)
+	if err != nil {
+		e.t.Fatalf("pg-cdc query %s: %v", sql, err)
+	}
+	return qcols, rows
+}
+
+// queryOut runs pg-cdc query with args and returns its standard output;
+// a non-zero exit fails the test with both streams.
+func (e *env) queryOut(args ...string) []byte {
+	e.t.Helper()
+	// Bounded, so that a hung read fails here with its output instead of
+	// at the package timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"-c", e.config, "query"}, args...)...)
+	// The comparisons read whole tables: no cap may cut them.
+	cmd.Env = append(append(os.Environ(), quietMetrics, "PGCDC_QUERY_MAX_ROWS=1000000000", "PGCDC_QUERY_MAX_BYTES=17179869184"), e.procEnv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		e.t.Fatalf("pg-cdc query %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes()
 }
 
 func TestSnapshotAndStreamWorkload(t *testing.T) {

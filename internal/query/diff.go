@@ -158,7 +158,7 @@ func (r *Reader) diffEngine(ctx context.Context, from, to At) (*Engine, func(), 
 				release()
 				return nil, nil, err
 			}
-			setup = append(setup, fmt.Sprintf("CREATE VIEW %s.%s AS %s", mergesql.Ident(side.schema), mergesql.Ident(key), q))
+			setup = append(setup, fmt.Sprintf("CREATE VIEW %s.%s AS %s", mergesql.Ident(side.schema), diffView(key), q))
 		}
 	}
 	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits}, setup)
@@ -169,10 +169,15 @@ func (r *Reader) diffEngine(ctx context.Context, from, to At) (*Engine, func(), 
 	return en, func() { en.Close(); release() }, nil
 }
 
+// diffView is table key's view name in the diff engine: its key in hex, so
+// that two tables whose names differ only in case (one name to DuckDB)
+// keep views of their own.
+func diffView(key string) string { return mergesql.Ident(fmt.Sprintf("t_%x", key)) }
+
 // diffQuery counts (inserted, deleted, changed) of table key between the
 // two schemas.
 func diffQuery(key string, a, b *manifest.Table) string {
-	view := func(schema string) string { return mergesql.Ident(schema) + "." + mergesql.Ident(key) }
+	view := func(schema string) string { return mergesql.Ident(schema) + "." + diffView(key) }
 	switch {
 	case a == nil:
 		return fmt.Sprintf("SELECT count(*), 0, 0 FROM %s", view(toSchema))

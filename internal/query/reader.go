@@ -147,8 +147,19 @@ func (r *Reader) Resolve(ctx context.Context, point string) (At, error) {
 		return At{}, pointError{err}
 	}
 	if p.Kind == manifest.PointRef {
-		if p, err = r.ref(ctx, point); err != nil {
+		var branch bool
+		if p, branch, err = r.ref(ctx, point); err != nil {
 			return At{}, err
+		}
+		if branch {
+			// A branch pins its version: garbage collection keeps its log
+			// and files past the retention window, so it is read whatever
+			// the window's oldest version is.
+			m, err := r.history.At(ctx, p.Version)
+			if err != nil {
+				return At{}, fmt.Errorf("branch %s: %w", point, err)
+			}
+			return At{Name: point, Manifest: m}, nil
 		}
 	}
 	res, err := r.history.Resolve(ctx, p)
@@ -162,28 +173,29 @@ func (r *Reader) Resolve(ctx context.Context, point string) (At, error) {
 	return At{Name: point, Manifest: m, Bound: mergesql.Bound{LSN: res.UpToLSN, Time: res.UpToTime}}, nil
 }
 
-// ref turns a branch or tag name into the point it names.
-func (r *Reader) ref(ctx context.Context, name string) (manifest.Point, error) {
+// ref turns a branch or tag name into the point it names; branch says
+// which it was.
+func (r *Reader) ref(ctx context.Context, name string) (p manifest.Point, branch bool, err error) {
 	if t, ok := refs.ParseTag(name); ok {
 		hd, found, err := r.history.FlushVersion(ctx, t)
 		if err != nil {
-			return manifest.Point{}, err
+			return manifest.Point{}, false, err
 		}
 		if !found {
-			return manifest.Point{}, pointError{fmt.Errorf("tag %s names no flush the history holds (pg-cdc refs lists the newest)", name)}
+			return manifest.Point{}, false, pointError{fmt.Errorf("tag %s names no flush the history holds (pg-cdc refs lists the newest)", name)}
 		}
 		// A tag names its flush, whose epoch is whole in the last version
 		// that has it (see History.Resolve).
-		return manifest.Point{Kind: manifest.PointEpoch, Epoch: hd.Epoch}, nil
+		return manifest.Point{Kind: manifest.PointEpoch, Epoch: hd.Epoch}, false, nil
 	}
 	rf, _, err := refs.Load(ctx, r.o.Sink)
 	if err != nil && !errors.Is(err, refs.ErrNoRefs) {
-		return manifest.Point{}, err
+		return manifest.Point{}, false, err
 	}
 	if b, ok := rf.Branch(name); ok {
-		return manifest.Point{Kind: manifest.PointVersion, Version: b.ManifestVersion}, nil
+		return manifest.Point{Kind: manifest.PointVersion, Version: b.ManifestVersion}, true, nil
 	}
-	return manifest.Point{}, pointError{fmt.Errorf("point %q: not a branch (%s), a tag (raw@<RFC 3339 time>), epoch:N, lsn:X/Y, an RFC 3339 time or a version number",
+	return manifest.Point{}, false, pointError{fmt.Errorf("point %q: not a branch (%s), a tag (raw@<RFC 3339 time>), epoch:N, lsn:X/Y, an RFC 3339 time or a version number",
 		name, strings.Join(branchNames(rf), ", "))}
 }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/pg-cdc/pg-cdc/internal/refs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,12 @@ type testSink struct {
 
 func newTestSink(t *testing.T) *testSink {
 	t.Helper()
+	return newTestSinkOf(t, "public.orders", "shop.orders", "public.items")
+}
+
+// newTestSinkOf is a test sink with the tables keys name (schema.table).
+func newTestSinkOf(t *testing.T, keys ...string) *testSink {
+	t.Helper()
 	dir := t.TempDir()
 	store, err := fs.New(dir)
 	if err != nil {
@@ -48,7 +55,7 @@ func newTestSink(t *testing.T) *testSink {
 	}
 	s := &testSink{t: t, dir: dir, store: store, tables: map[string]*cdc.Table{}, now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
 	m := &manifest.Manifest{Source: manifest.Source{SystemIdentifier: "1"}, EndLSN: 0x100, Tables: map[string]*manifest.Table{}}
-	for i, key := range []string{"public.orders", "shop.orders", "public.items"} {
+	for i, key := range keys {
 		schema, name, _ := strings.Cut(key, ".")
 		tbl := &cdc.Table{ID: cdc.TableID{Schema: schema, Name: name}, OID: uint32(100 + i), ReplicaIdentity: cdc.ReplicaIdentityDefault, SchemaVersion: 1,
 			Columns: []cdc.Column{
@@ -206,6 +213,93 @@ func TestReaderNamesAndPoints(t *testing.T) {
 	verdict, changes, err := r.Compare(ctx, from, latest, nil)
 	if err != nil || verdict != "safe" || len(changes) != 1 || changes[0].Inserted != 1 || changes[0].Deleted != 1 || changes[0].Changed != 1 {
 		t.Errorf("compare epoch:1 → latest: %s %+v, %v", verdict, changes, err)
+	}
+}
+
+// TestReaderCaseCollisions: PostgreSQL's public."T" and public.t are two
+// tables, DuckDB's are one name. Each reads by its alias, none by any case
+// of the plain name (which would read one of them silently), the tables
+// list shows the aliases, and a diff keeps them apart.
+func TestReaderCaseCollisions(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSinkOf(t, "public.T", "public.t", "Shop.x", "shop.y")
+	v := s.flush(1, map[string][]change{
+		"public.T": {{cdc.OpInsert, 0x200, 1, "upper"}},
+		"public.t": {{cdc.OpInsert, 0x200, 1, "lower"}, {cdc.OpInsert, 0x200, 2, "lower"}},
+		"Shop.x":   {{cdc.OpInsert, 0x200, 1, "x"}},
+		"shop.y":   {{cdc.OpInsert, 0x200, 1, "y"}},
+	})
+	r := newReader(t, s)
+	at, err := r.Resolve(ctx, "")
+	if err != nil || at.Version() != v.Version {
+		t.Fatalf("newest: %v, %v", at.Version(), err)
+	}
+	names := query.ViewNames(at.Manifest)
+	upper, lower := names["public.T"].String(), names["public.t"].String()
+	if upper == lower || strings.EqualFold(upper, lower) {
+		t.Fatalf("aliases %s and %s are one name to DuckDB", upper, lower)
+	}
+	if got := one(t, r, at, "SELECT string_agg(note, ',') FROM "+upper); got != "upper" {
+		t.Errorf("%s = %v, want the rows of public.\"T\"", upper, got)
+	}
+	if got := one(t, r, at, "SELECT count(*) FROM "+lower); got != int64(2) {
+		t.Errorf("%s = %v rows, want public.t's 2", lower, got)
+	}
+	for _, plain := range []string{`public."T"`, `public.t`, `T`, `t`} {
+		if _, err := r.Query(ctx, at, "SELECT count(*) FROM "+plain); !errors.Is(err, query.ErrInvalid) {
+			t.Errorf("%s resolved (%v); it names two tables and must fail", plain, err)
+		}
+	}
+	// Schemas that differ only in case share one DuckDB schema; their
+	// tables keep their own names.
+	if got := one(t, r, at, `SELECT (SELECT note FROM "Shop".x) || (SELECT note FROM shop.y)`); got != "xy" {
+		t.Errorf("Shop.x and shop.y: %v", got)
+	}
+	ts, err := r.Tables(ctx, at)
+	if err != nil || len(ts) != 4 {
+		t.Fatalf("tables: %+v, %v", ts, err)
+	}
+	views := map[string]string{}
+	for _, tb := range ts {
+		views[tb.Name] = tb.View
+	}
+	if views["public.T"] != upper || views["public.t"] != lower || views["Shop.x"] != "" {
+		t.Errorf("tables list the views %v, want %s, %s and none for the others", views, upper, lower)
+	}
+	from, _ := r.Resolve(ctx, "epoch:0")
+	counts, err := r.Diff(ctx, from, at, nil)
+	if err != nil || counts["public.T"].Inserted != 1 || counts["public.t"].Inserted != 2 {
+		t.Errorf("diff: %+v, %v", counts, err)
+	}
+}
+
+// TestReaderBranchPastRetention: a branch pins its version, so it is read
+// even once the window's oldest version is past it; the same version asked
+// for by number is outside the window.
+func TestReaderBranchPastRetention(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSink(t)
+	v2 := s.flush(1, map[string][]change{"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}}})
+	if _, err := refs.Follow(ctx, s.store, v2, refs.ModeManual, s.now); err != nil {
+		t.Fatal(err)
+	}
+	v3 := s.flush(2, map[string][]change{"public.orders": {{cdc.OpInsert, 0x300, 2, "b"}}})
+	if err := manifest.NewHistory(s.store).SetOldest(ctx, v3.Version); err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(t, s)
+	at, err := r.Resolve(ctx, "main")
+	if err != nil {
+		t.Fatalf("main, pinned at version %d before the window: %v", v2.Version, err)
+	}
+	if at.Version() != v2.Version {
+		t.Fatalf("main resolved to version %d, want %d", at.Version(), v2.Version)
+	}
+	if got := one(t, r, at, `SELECT count(*) FROM public.orders`); got != int64(1) {
+		t.Errorf("main reads %v rows, want 1", got)
+	}
+	if _, err := r.Resolve(ctx, strconv.FormatUint(v2.Version, 10)); !errors.Is(err, manifest.ErrOutsideRetention) {
+		t.Errorf("version %d by number: %v, want ErrOutsideRetention", v2.Version, err)
 	}
 }
 

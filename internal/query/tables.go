@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/mergesql"
 )
 
 // Table describes one captured table at a point (readpath.Table).
@@ -22,9 +21,10 @@ func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
 		fresh = at.Bound.Time // a point inside the version holds no more
 	}
 	var out []Table
+	names := ViewNames(m)
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
-		mt := m.Tables[key]
-		res, err := r.Query(ctx, at, fmt.Sprintf("SELECT count(*) FROM %s.%s", mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name)))
+		mt, vn := m.Tables[key], names[key]
+		res, err := r.Query(ctx, at, "SELECT count(*) FROM "+vn.String())
 		if err != nil {
 			return nil, fmt.Errorf("count %s: %w", key, err)
 		}
@@ -33,7 +33,11 @@ func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
 		if state == "" {
 			state = manifest.SnapshotComplete
 		}
-		out = append(out, Table{Name: key, Rows: n, SchemaVersion: mt.SchemaVersion, Generation: mt.Generation, Snapshot: state, FreshAsOf: fresh})
+		t := Table{Name: key, Rows: n, SchemaVersion: mt.SchemaVersion, Generation: mt.Generation, Snapshot: state, FreshAsOf: fresh}
+		if vn.Name != mt.Name {
+			t.View = vn.String()
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

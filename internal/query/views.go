@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/mergesql"
@@ -15,27 +16,79 @@ import (
 // query names PostgreSQL tables by schema and table only.
 const ChangesCatalog = "changes"
 
+// ViewName is where a captured table is read in an engine: a schema and
+// a table name, both as identifiers (unquoted here; quote with
+// mergesql.Ident).
+type ViewName struct {
+	Schema, Name string
+}
+
+// String is the name as a query writes it: "schema"."name".
+func (v ViewName) String() string { return mergesql.Ident(v.Schema) + "." + mergesql.Ident(v.Name) }
+
+// ViewNames gives every captured table of m its name in an engine. DuckDB
+// matches identifiers without regard to case, even quoted, while
+// PostgreSQL does not: public."T" and public.t are two tables there and one
+// name here. A table whose (schema, name) no other table's equals in any
+// case keeps its PostgreSQL name. The tables of a group that do collide
+// each get an alias — the name, "#" and its sink key element
+// (manifest.EscapeKeyElement, which spells upper-case letters as %XX), so
+// "T#%54" and "t#t" — and none keeps the plain name: a query naming any
+// case of it must fail rather than read one of them silently. The aliases
+// are listed by pg-cdc query --tables (Table.View).
+func ViewNames(m *manifest.Manifest) map[string]ViewName {
+	fold := func(schema, name string) string { return strings.ToLower(schema) + "\x00" + strings.ToLower(name) }
+	groups := map[string][]string{}
+	for key, mt := range m.Tables {
+		groups[fold(mt.Schema, mt.Name)] = append(groups[fold(mt.Schema, mt.Name)], key)
+	}
+	used := map[string]bool{}
+	for k := range groups {
+		used[k] = true
+	}
+	out := make(map[string]ViewName, len(m.Tables))
+	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
+		mt := m.Tables[key]
+		if len(groups[fold(mt.Schema, mt.Name)]) == 1 {
+			out[key] = ViewName{mt.Schema, mt.Name}
+			continue
+		}
+		alias := mt.Name + "#" + manifest.EscapeKeyElement(mt.Name)
+		for n := 2; used[fold(mt.Schema, alias)]; n++ {
+			alias = fmt.Sprintf("%s#%s#%d", mt.Name, manifest.EscapeKeyElement(mt.Name), n)
+		}
+		used[fold(mt.Schema, alias)] = true
+		out[key] = ViewName{mt.Schema, alias}
+	}
+	return out
+}
+
 // Views are the statements that define, in an engine, every captured table
-// of m as of bound (design.md §11):
+// of m as of bound (design.md §11), under its ViewNames name:
 //
 //   - "<schema>"."<table>": its current state (mergesql.State), in a schema
 //     named as PostgreSQL names it;
 //   - "<table>" in DuckDB's default schema, where no other captured table
-//     has that name and the schema has no table of its own by it;
+//     has that name (in any case) and no table of the default schema is
+//     named so;
 //   - changes."<schema>"."<table>": its change rows with the metadata
 //     columns (mergesql.Changes).
+//
+// Schemas whose names differ only in case share one DuckDB schema.
 func Views(m *manifest.Manifest, bound mergesql.Bound, path func(string) (string, error)) ([]string, error) {
 	stmts := []string{fmt.Sprintf("ATTACH ':memory:' AS %s", mergesql.Ident(ChangesCatalog))}
+	names := ViewNames(m)
 	schemas := map[string]bool{}
-	byName := map[string][]string{}
+	byName := map[string][]string{} // lower-cased view name → table keys
+	inMain := map[string]bool{}     // lower-cased names of views in the default schema
 	keys := slices.Sorted(maps.Keys(m.Tables))
 	for _, key := range keys {
-		mt := m.Tables[key]
-		if !schemas[mt.Schema] {
-			schemas[mt.Schema] = true
+		mt, vn := m.Tables[key], names[key]
+		if !schemas[strings.ToLower(vn.Schema)] {
+			schemas[strings.ToLower(vn.Schema)] = true
 			stmts = append(stmts,
-				fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s", mergesql.Ident(mt.Schema)),
-				fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s.%s", mergesql.Ident(ChangesCatalog), mergesql.Ident(mt.Schema)))
+				fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s", mergesql.Ident(vn.Schema)),
+				fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s.%s", mergesql.Ident(ChangesCatalog), mergesql.Ident(vn.Schema)))
 		}
 		in := mergesql.Input{Table: mt, Path: path, Bound: bound}
 		state, err := viewQuery(mt, in, false)
@@ -47,20 +100,21 @@ func Views(m *manifest.Manifest, bound mergesql.Bound, path func(string) (string
 			return nil, err
 		}
 		stmts = append(stmts,
-			fmt.Sprintf("CREATE VIEW %s.%s AS %s", mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name), state),
-			fmt.Sprintf("CREATE VIEW %s.%s.%s AS %s", mergesql.Ident(ChangesCatalog), mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name), changes))
-		byName[mt.Name] = append(byName[mt.Name], key)
+			fmt.Sprintf("CREATE VIEW %s AS %s", vn, state),
+			fmt.Sprintf("CREATE VIEW %s.%s AS %s", mergesql.Ident(ChangesCatalog), vn, changes))
+		lower := strings.ToLower(vn.Name)
+		byName[lower] = append(byName[lower], key)
+		if strings.EqualFold(vn.Schema, "main") {
+			inMain[lower] = true
+		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		owners := byName[name]
-		if len(owners) != 1 || m.Tables[owners[0]].Schema == "main" {
+	for _, lower := range slices.Sorted(maps.Keys(byName)) {
+		owners := byName[lower]
+		if len(owners) != 1 || inMain[lower] {
 			continue // ambiguous, or already in the default schema
 		}
-		if mt := m.Tables["main."+name]; mt != nil {
-			continue
-		}
-		mt := m.Tables[owners[0]]
-		stmts = append(stmts, fmt.Sprintf("CREATE VIEW main.%s AS SELECT * FROM %s.%s", mergesql.Ident(name), mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name)))
+		vn := names[owners[0]]
+		stmts = append(stmts, fmt.Sprintf("CREATE VIEW main.%s AS SELECT * FROM %s", mergesql.Ident(vn.Name), vn))
 	}
 	return stmts, nil
 }

@@ -74,7 +74,11 @@ type MapEntry struct {
 
 // Table describes one captured table at a point: `pg-cdc query --tables`.
 type Table struct {
-	Name          string `json:"name"` // schema.table
+	Name string `json:"name"` // schema.table
+	// View is the name a query reads it by when that is not Name: two
+	// tables whose names differ only in case (DuckDB matches names without
+	// regard to case) are read by aliases (query.ViewNames).
+	View          string `json:"view,omitempty"`
 	Rows          int64  `json:"rows"` // live rows of its current state
 	SchemaVersion int    `json:"schema_version"`
 	Generation    string `json:"generation"`
