@@ -141,8 +141,8 @@ func TestCollectKeepsWhatARetainedVersionNames(t *testing.T) {
 	if !f.present(t) {
 		t.Fatalf("the file version 2 names was deleted (%+v)", res)
 	}
-	if res.Oldest != 1 {
-		t.Errorf("oldest readable %d, want 1 (version 2's checkpoint)", res.Oldest)
+	if res.Oldest != 2 {
+		t.Errorf("oldest readable %d, want 2 (the version current at the boundary, whose files are kept)", res.Oldest)
 	}
 	// Once the boundary passes version 4, nothing retained names it.
 	later := func() time.Time { return f.versionsAt.Add(retention + time.Minute) }
@@ -217,12 +217,16 @@ func TestCollectPrunesHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Version 150 is current at the boundary; its checkpoint is 100's.
-	if res.Oldest != 100 || res.LogDeleted != 98+1 { // entries 2..99 and version 1's checkpoint
-		t.Errorf("collect: %+v; want oldest 100 and 100 log objects deleted", res)
+	// Version 150 is current at the boundary: the oldest a point resolves
+	// to (its files are kept); the log keeps its checkpoint, 100's, on.
+	if res.Oldest != 150 || res.LogDeleted != 98+1 { // entries 2..99 and version 1's checkpoint
+		t.Errorf("collect: %+v; want oldest 150 and 99 log objects deleted", res)
 	}
-	if o, err := h.Oldest(ctx); err != nil || o.Version != 100 {
-		t.Errorf("Oldest after = %+v, %v; want version 100", o, err)
+	if o, err := h.Oldest(ctx); err != nil || o.Version != 150 {
+		t.Errorf("Oldest after = %+v, %v; want version 150", o, err)
+	}
+	if _, err := h.Resolve(ctx, manifest.Point{Kind: manifest.PointVersion, Version: 120}); !errors.Is(err, manifest.ErrOutsideRetention) {
+		t.Errorf("Resolve(120), whose files are no longer kept: %v, want ErrOutsideRetention", err)
 	}
 	objects, err := store.List(ctx, manifest.LogPrefix)
 	if err != nil {
@@ -242,7 +246,7 @@ func TestCollectPrunesHistory(t *testing.T) {
 		}
 	}
 	// A second collection, with retention ≤ grace, keeps what it kept.
-	if res, err := compact.Collect(ctx, store, mc, compact.CollectOptions{Grace: time.Hour, Retention: time.Hour, Now: func() time.Time { return mid.Add(time.Hour) }}); err != nil || res.LogDeleted != 0 || res.Oldest != 100 {
+	if res, err := compact.Collect(ctx, store, mc, compact.CollectOptions{Grace: time.Hour, Retention: time.Hour, Now: func() time.Time { return mid.Add(time.Hour) }}); err != nil || res.LogDeleted != 0 || res.Oldest != 150 {
 		t.Errorf("second collect: %+v, %v", res, err)
 	}
 }

@@ -471,8 +471,11 @@ type RetentionPlan struct {
 	// one current at the retention boundary, or the first readable one
 	// after it.
 	Retained uint64
-	// Oldest is the oldest version readable once Delete is done: the
-	// checkpoint Retained is rebuilt from.
+	// Oldest is the oldest version a point may resolve to once Delete is
+	// done: Retained. The log from the checkpoint Retained is rebuilt from
+	// stays, but the versions between that checkpoint and Retained lose
+	// their data files, so resolving them would answer "collected, ask
+	// again" for ever instead of "outside the retention".
 	Oldest uint64
 	// Keep lists the versions whose data files must stay: Retained and
 	// every pinned version still readable.
@@ -513,7 +516,7 @@ func PlanRetention(objects []blob.ObjectInfo, boundary, latest uint64, pinned []
 		}
 		keepFrom = min(keepFrom, plan.Retained)
 	}
-	plan.Oldest = keepFrom
+	plan.Oldest = plan.Retained
 	plan.Keep = []uint64{plan.Retained}
 	type span struct{ from, to uint64 }
 	var spans []span

@@ -296,8 +296,10 @@ func TestResolveOutsideRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := PlanRetention(objects, 250, 301, nil)
-	if plan.Retained != 250 || plan.Oldest != 200 {
-		t.Fatalf("plan: retained %d, oldest %d; want 250 and 200 (its checkpoint)", plan.Retained, plan.Oldest)
+	// The log keeps 200 (250's checkpoint) on, but only 250 keeps its
+	// files: the oldest a point resolves to is 250.
+	if plan.Retained != 250 || plan.Oldest != 250 {
+		t.Fatalf("plan: retained %d, oldest %d; want 250 and 250", plan.Retained, plan.Oldest)
 	}
 	if err := h.SetOldest(ctx, plan.Oldest); err != nil {
 		t.Fatal(err)
@@ -307,18 +309,18 @@ func TestResolveOutsideRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Oldest (version 200): epoch 199, LSN 0x1000+0x100*199, time t0+199s.
+	// Oldest (version 250): epoch 249, LSN 0x1000+0x100*249, time t0+249s.
 	for _, tc := range []struct {
 		point string
 		after bool
 	}{
-		{"199", false},
+		{"249", false},
 		{"302", true},
-		{"epoch:198", false},
+		{"epoch:248", false},
 		{"epoch:301", true},
-		{"lsn:" + cdc.LSN(0x1000+0x100*199-1).String(), false},
+		{"lsn:" + cdc.LSN(0x1000+0x100*249-1).String(), false},
 		{"lsn:" + cdc.LSN(0x1000+0x100*300+1).String(), true},
-		{simStart.Add(199*time.Second - time.Millisecond).Format(time.RFC3339Nano), false},
+		{simStart.Add(249*time.Second - time.Millisecond).Format(time.RFC3339Nano), false},
 	} {
 		p, err := ParsePoint(tc.point)
 		if err != nil {
@@ -331,18 +333,18 @@ func TestResolveOutsideRetention(t *testing.T) {
 			continue
 		}
 		msg := err.Error()
-		for _, want := range []string{"version 200 (epoch 199, lsn 0/D700", "version 301 (epoch 300, lsn 0/13C00"} {
+		for _, want := range []string{"version 250 (epoch 249, lsn 0/10900", "version 301 (epoch 300, lsn 0/13C00"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("Resolve(%s): %q does not name %q", tc.point, msg, want)
 			}
 		}
 	}
 	// The oldest point itself, in each form, is the oldest version.
-	for _, point := range []string{"200", "epoch:199", "lsn:0/D700", simStart.Add(199 * time.Second).Format(time.RFC3339)} {
+	for _, point := range []string{"250", "epoch:249", "lsn:0/10900", simStart.Add(249 * time.Second).Format(time.RFC3339)} {
 		p, _ := ParsePoint(point)
 		r, err := h.Resolve(ctx, p)
-		if err != nil || r.Version != 200 {
-			t.Errorf("Resolve(%s) = %d, %v; want version 200", point, r.Version, err)
+		if err != nil || r.Version != 250 {
+			t.Errorf("Resolve(%s) = %d, %v; want version 250", point, r.Version, err)
 		}
 	}
 	if _, err := h.At(ctx, 150); !errors.Is(err, ErrOutsideRetention) {
