@@ -213,13 +213,21 @@ func createTemp(dir string) (*os.File, error) {
 
 // createIn makes dir durable and opens a file in it. If a concurrent Delete
 // (in this process or another) removes the directory in between, open
-// fails with ENOENT, and it starts again.
+// fails with ENOENT, and it starts again. So does a directory whose parent
+// the cache remembers but another process removed (a compaction's garbage
+// collection pruning an emptied delta/ directory under a running daemon):
+// mkdir fails with ENOENT, the cache forgets the path, and the walk makes
+// it again from the root.
 func (s *Store) createIn(dir string, open func(dir string) (*os.File, error)) (*os.File, error) {
 	const attempts = 10
 	var err error
 	for range attempts {
 		if err = s.ensureDir(dir); err != nil {
-			return nil, err
+			if !errors.Is(err, iofs.ErrNotExist) {
+				return nil, err
+			}
+			s.forgetDirs(dir)
+			continue
 		}
 		var f *os.File
 		f, err = open(dir)

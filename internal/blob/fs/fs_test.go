@@ -240,6 +240,18 @@ func TestDirectoryRemovedBehindTheCache(t *testing.T) {
 	if _, err := s.PutIf(ctx, "a/b/z", []byte("3"), ""); err != nil {
 		t.Fatalf("PutIf after the directory vanished: %v", err)
 	}
+	// A new directory under one the cache remembers and another process
+	// removed: a compaction's collection emptied a table's delta/ and
+	// pruned it, and the daemon's next flush writes delta/<epoch>/.
+	if err := os.RemoveAll(filepath.Join(s.Root(), "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "a/b/00000009/part-00000.parquet", strings.NewReader("4")); err != nil {
+		t.Fatalf("Put into a new directory under a vanished one: %v", err)
+	}
+	if _, err := s.PutIf(ctx, "a/c/d/z", []byte("5"), ""); err != nil {
+		t.Fatalf("PutIf into new directories: %v", err)
+	}
 }
 
 func TestVersionIsContentHash(t *testing.T) {
