@@ -1,0 +1,329 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/pg-cdc/pg-cdc/internal/access"
+)
+
+// Observer is told of every request (metrics.Serve implements it).
+type Observer interface {
+	Request(surface string, status int, d time.Duration)
+	RateLimited(principal string)
+	InFlight(delta int)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Listen is the address to bind (serve.listen).
+	Listen string
+	// Tokens are the principals; none means anonymous, loopback only.
+	Tokens Tokens
+	// RatePerSecond and Burst bound each principal's requests to the
+	// surfaces (0: DefaultRate, DefaultBurst).
+	RatePerSecond float64
+	Burst         int
+	// MaxConcurrent bounds the requests to the surfaces running at once
+	// (0: DefaultConcurrent); QueueWait is how long one waits for a slot.
+	MaxConcurrent int
+	QueueWait     time.Duration
+	// MaxBodyBytes caps a request body (0: DefaultMaxBody).
+	MaxBodyBytes int64
+	// WriteTimeout bounds writing a response (0: DefaultWriteTimeout); it
+	// must exceed the query timeout. Event streams are exempt.
+	WriteTimeout time.Duration
+
+	// REST is mounted at /v1/, MCP at /mcp; Metrics at /metrics; Livez and
+	// Readyz answer the probes (nil: 200).
+	REST, MCP, Metrics http.Handler
+	Ready              func(ctx context.Context) error
+	Observer           Observer
+	Log                *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultRate         = 20.0
+	DefaultBurst        = 40
+	DefaultConcurrent   = 4
+	DefaultQueueWait    = 2 * time.Second
+	DefaultMaxBody      = 1 << 20
+	DefaultWriteTimeout = 2 * time.Minute
+)
+
+// Server is the read path's HTTP server.
+type Server struct {
+	o       Options
+	handler http.Handler
+	slots   chan struct{}
+
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+// ErrNeedsTokens: a bind beyond loopback without tokens.
+var ErrNeedsTokens = errors.New("serve: a listen address other than loopback needs tokens")
+
+// New checks o and builds the server. A non-loopback listen address without
+// tokens is refused: the data would be open to the network.
+func New(o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if len(o.Tokens) == 0 && !loopback(o.Listen) {
+		return nil, fmt.Errorf("%w: serve.listen is %q; set serve.tokens (pg-cdc serve token NAME prints one) or listen on 127.0.0.1", ErrNeedsTokens, o.Listen)
+	}
+	if o.RatePerSecond < 0 || o.Burst < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 {
+		return nil, fmt.Errorf("serve: negative limit in %+v", o)
+	}
+	o.RatePerSecond = cmpOr(o.RatePerSecond, DefaultRate)
+	o.Burst = cmpOr(o.Burst, DefaultBurst)
+	o.MaxConcurrent = cmpOr(o.MaxConcurrent, DefaultConcurrent)
+	o.QueueWait = cmpOr(o.QueueWait, DefaultQueueWait)
+	o.MaxBodyBytes = cmpOr(o.MaxBodyBytes, DefaultMaxBody)
+	o.WriteTimeout = cmpOr(o.WriteTimeout, DefaultWriteTimeout)
+	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{}}
+	s.handler = s.routes()
+	return s, nil
+}
+
+func cmpOr[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
+}
+
+// Handler is the server's whole handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Ready != nil {
+			if err := s.o.Ready(r.Context()); err != nil {
+				problem(w, http.StatusServiceUnavailable, "not_ready", "Not ready", err.Error())
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if s.o.Metrics != nil {
+		mux.Handle("GET /metrics", s.authed(access.SurfaceREST, false, s.o.Metrics))
+	}
+	if s.o.REST != nil {
+		mux.Handle("/v1/", s.authed(access.SurfaceREST, true, s.o.REST))
+	}
+	if s.o.MCP != nil {
+		mux.Handle("/mcp", s.authed(access.SurfaceMCP, true, s.o.MCP))
+	}
+	return s.limited(mux)
+}
+
+// limited caps every request's body.
+func (s *Server) limited(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.o.MaxBodyBytes {
+			problem(w, http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large",
+				fmt.Sprintf("the body is %d bytes; at most %d are accepted", r.ContentLength, s.o.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authed authenticates, then (for a surface) rate-limits, takes a
+// concurrency slot and writes the request's audit record.
+func (s *Server) authed(surface string, isSurface bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.principal(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pg-cdc"`)
+			problem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "send a configured token as Authorization: Bearer <token>")
+			return
+		}
+		ctx := access.WithPrincipal(r.Context(), p)
+		if !isSurface {
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		if wait, ok := s.allow(p); !ok {
+			if s.o.Observer != nil {
+				s.o.Observer.RateLimited(p.String())
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			problem(w, http.StatusTooManyRequests, "rate_limited", "Too many requests",
+				fmt.Sprintf("principal %s is over its rate limit (%g requests/s, bursts of %d)", p, s.o.RatePerSecond, s.o.Burst))
+			return
+		}
+		release, ok := s.acquire(ctx)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			problem(w, http.StatusServiceUnavailable, "busy", "Server busy",
+				fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent))
+			return
+		}
+		defer release()
+		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r.WithContext(access.WithRecord(ctx, rec)))
+		rec.Status, rec.Duration = sw.status, time.Since(rec.Started)
+		if s.o.Observer != nil {
+			s.o.Observer.Request(surface, rec.Status, rec.Duration)
+		}
+		if surface != access.SurfaceMCP { // the MCP server audits each tool call
+			rec.Log(s.o.Log)
+		}
+	})
+}
+
+// principal authenticates a request: its bearer token, or anonymous on a
+// server without tokens.
+func (s *Server) principal(r *http.Request) (access.Principal, bool) {
+	if len(s.o.Tokens) == 0 {
+		return access.Principal{}, true
+	}
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return access.Principal{}, false
+	}
+	return s.o.Tokens.authenticate(strings.TrimSpace(token))
+}
+
+// allow takes one request from p's bucket, or says how long to wait.
+func (s *Server) allow(p access.Principal) (time.Duration, bool) {
+	s.mu.Lock()
+	l := s.limiters[p.String()]
+	if l == nil {
+		// Keyed by authenticated principals only: at most one per token.
+		l = rate.NewLimiter(rate.Limit(s.o.RatePerSecond), s.o.Burst)
+		s.limiters[p.String()] = l
+	}
+	s.mu.Unlock()
+	res := l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return d, false
+	}
+	return 0, true
+}
+
+// acquire takes a concurrency slot, waiting at most QueueWait.
+func (s *Server) acquire(ctx context.Context) (func(), bool) {
+	t := time.NewTimer(s.o.QueueWait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+	case <-t.C:
+		return nil, false
+	case <-ctx.Done():
+		return nil, false
+	}
+	if s.o.Observer != nil {
+		s.o.Observer.InFlight(1)
+	}
+	return func() {
+		<-s.slots
+		if s.o.Observer != nil {
+			s.o.Observer.InFlight(-1)
+		}
+	}, true
+}
+
+// statusWriter records the status a handler wrote. It passes Flush and the
+// rest through (http.ResponseController unwraps it), for event streams.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Listen binds the listen address now, so a taken port fails at start.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until ctx is done, then shuts down, giving running
+// requests up to five seconds.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second, // a client that sends headers slowly is cut off
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.o.WriteTimeout,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.o.Log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// problem writes an RFC 9457 problem document.
+func problem(w http.ResponseWriter, status int, code, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": "https://pg-cdc.dev/problems/" + code, "title": title, "status": status, "detail": detail, "code": code,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
