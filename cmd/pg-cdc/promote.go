@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -50,6 +51,12 @@ to an older tag.`,
 			return nil
 		}
 		rf, err := r.Promote(ctx, p, force, "promote "+audit.CurrentUser())
+		if errors.Is(err, refs.ErrNotRecorded) && rf != nil {
+			// Moved: only the backup a lost refs file is restored from is
+			// missing. Say so; the next promotion writes one again.
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+			err = nil
+		}
 		if err != nil {
 			return err
 		}

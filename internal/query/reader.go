@@ -182,6 +182,11 @@ func (r *Reader) ref(ctx context.Context, name string) (p manifest.Point, branch
 			return manifest.Point{}, false, err
 		}
 		if !found {
+			if oldest, err := r.history.Oldest(ctx); err == nil && t.Before(oldest.FlushedAt) {
+				// The tag's flush has left the window: say so, with the window.
+				newest, _ := r.history.Latest(ctx)
+				return manifest.Point{}, false, &manifest.OutsideRetentionError{Point: manifest.Point{Kind: manifest.PointRef, Ref: name}, Oldest: oldest, Newest: newest}
+			}
 			return manifest.Point{}, false, pointError{fmt.Errorf("tag %s names no flush the history holds (pg-cdc refs lists the newest)", name)}
 		}
 		// A tag names its flush, whose epoch is whole in the last version

@@ -284,10 +284,18 @@ func TestReaderBranchPastRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	v3 := s.flush(2, map[string][]change{"public.orders": {{cdc.OpInsert, 0x300, 2, "b"}}})
+	r := newReader(t, s)
+	l, err := r.Refs(ctx, 10)
+	if err != nil || len(l.Tags) != 3 {
+		t.Fatalf("refs: %+v, %v", l, err)
+	}
 	if err := manifest.NewHistory(s.store).SetOldest(ctx, v3.Version); err != nil {
 		t.Fatal(err)
 	}
-	r := newReader(t, s)
+	// The tag of a flush that left the window names the window.
+	if _, err := r.Resolve(ctx, l.Tags[1].Name); !errors.Is(err, manifest.ErrOutsideRetention) {
+		t.Errorf("tag %s of version %d, before the window: %v, want ErrOutsideRetention", l.Tags[1].Name, v2.Version, err)
+	}
 	at, err := r.Resolve(ctx, "main")
 	if err != nil {
 		t.Fatalf("main, pinned at version %d before the window: %v", v2.Version, err)

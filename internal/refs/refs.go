@@ -229,15 +229,44 @@ type Follower struct {
 	last     *Refs
 }
 
-// Follow moves the branches to m (see the package function).
+// Follow moves the branches to m (see the package function). A missing or
+// damaged file is written again from what the follower last saw and the
+// newest promotion records, whichever is newer per branch (a promotion
+// made since the follower last read the file is in a record only).
 func (f *Follower) Follow(ctx context.Context, m *manifest.Manifest, now time.Time) (*Refs, error) {
+	var restoreErr error
 	restore := func(cause error) *Refs {
-		if f.last != nil && f.Restored != nil {
-			f.Restored(cause, f.last)
+		recs, err := lastPromotions(ctx, f.Store)
+		if err != nil {
+			restoreErr = err
+			return nil
 		}
-		return f.last
+		base := f.last
+		if base == nil && len(recs) == 0 {
+			return nil
+		}
+		if base == nil {
+			base = &Refs{FormatVersion: FormatVersion, Branches: map[string]Branch{}}
+		} else {
+			base = base.clone()
+		}
+		for name, p := range recs {
+			if _, ok := base.Branches[name]; !ok || p.RefsVersion > base.Version {
+				base.Branches[name] = p.At
+			}
+		}
+		for _, p := range recs {
+			base.Version = max(base.Version, p.RefsVersion)
+		}
+		if f.Restored != nil {
+			f.Restored(cause, base)
+		}
+		return base
 	}
 	r, err := update(ctx, f.Store, restore, follow(m, f.Mode, now))
+	if err != nil && restoreErr != nil {
+		err = fmt.Errorf("%w (and the promotion records: %w)", err, restoreErr)
+	}
 	if err == nil {
 		f.last = r.clone()
 	}
@@ -321,7 +350,8 @@ func Promote(ctx context.Context, store blob.Conditional, to string, expected ui
 	if !validBranch(to) {
 		return nil, fmt.Errorf("promote to %q: a branch name is letters, digits, '-' and '_', and cannot start with %q", to, TagPrefix)
 	}
-	return Update(ctx, store, func(r *Refs) (bool, error) {
+	moved := false
+	r, err := Update(ctx, store, func(r *Refs) (bool, error) {
 		if got := r.Branches[to].ManifestVersion; got != expected {
 			return false, fmt.Errorf("promote %s: %w (it is at version %d, the verdict was for version %d); run it again", to, ErrMoved, got, expected)
 		}
@@ -329,8 +359,87 @@ func Promote(ctx context.Context, store blob.Conditional, to string, expected ui
 			return false, nil
 		}
 		r.Branches[to] = At(m, now, by)
+		moved = true
 		return true, nil
 	})
+	if err != nil || !moved {
+		return r, err
+	}
+	if err := recordPromotion(ctx, store, r.Version, to, r.Branches[to]); err != nil {
+		return r, fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
+	return r, nil
+}
+
+// PromotionPrefix holds one immutable record per promotion, keyed by the
+// refs version it wrote: the only other place a manual branch's position
+// lives, so that a refs file deleted or damaged gives it back (Follower).
+const PromotionPrefix = "_pgcdc/refs/promotions/"
+
+// ErrNotRecorded: a promotion moved the branch, but its record could not
+// be written; the branch is where it was promoted, only a lost refs file
+// could not give it back.
+var ErrNotRecorded = errors.New("the promotion moved the branch but its record was not written")
+
+// promotion is a promotion's record.
+type promotion struct {
+	RefsVersion uint64 `json:"refs_version"`
+	Branch      string `json:"branch"`
+	At          Branch `json:"at"`
+}
+
+func promotionKey(refsVersion uint64) string {
+	return fmt.Sprintf("%s%020d.json", PromotionPrefix, refsVersion)
+}
+
+func recordPromotion(ctx context.Context, store blob.Conditional, refsVersion uint64, branch string, at Branch) error {
+	data, err := json.Marshal(promotion{RefsVersion: refsVersion, Branch: branch, At: at})
+	if err != nil {
+		return err
+	}
+	_, err = store.PutIf(ctx, promotionKey(refsVersion), data, "")
+	if errors.Is(err, blob.ErrPrecondition) {
+		return nil // written already (a retried promotion of the same refs version)
+	}
+	return err
+}
+
+// lister is what reading the promotion records needs besides a read.
+type lister interface {
+	List(ctx context.Context, prefix string) ([]blob.ObjectInfo, error)
+}
+
+// lastPromotions returns each branch's newest promotion record (none when
+// the store cannot list, or holds none).
+func lastPromotions(ctx context.Context, store blob.Conditional) (map[string]promotion, error) {
+	l, ok := store.(lister)
+	if !ok {
+		return nil, nil
+	}
+	objects, err := l.List(ctx, PromotionPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", PromotionPrefix, err)
+	}
+	keys := make([]string, 0, len(objects))
+	for _, o := range objects {
+		keys = append(keys, o.Key)
+	}
+	slices.Sort(keys) // refs versions, zero-padded: oldest first
+	out := map[string]promotion{}
+	for i := len(keys) - 1; i >= 0 && len(keys)-i <= 64; i-- {
+		data, _, err := store.ReadVersion(ctx, keys[i])
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", keys[i], err)
+		}
+		var p promotion
+		if err := json.Unmarshal(data, &p); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", keys[i], err)
+		}
+		if _, seen := out[p.Branch]; !seen {
+			out[p.Branch] = p
+		}
+	}
+	return out, nil
 }
 
 // validBranch reports whether name can name a branch: never a tag, never

@@ -100,20 +100,48 @@ func TestFollowerRestores(t *testing.T) {
 		t.Errorf("Restored told %v, want a missing and an unreadable file", restored)
 	}
 
-	// A follower that remembers nothing (a daemon just started) leaves a
-	// damaged file as it is and says how to fix it.
+	// A promotion made since the follower last read the file lives in its
+	// record only: the repair takes it from there.
+	if _, err := Promote(ctx, store, Main, 7, version(8), now, "promote bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Follow(ctx, version(9), now); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := Load(ctx, store); err != nil || r.Branches[Main].ManifestVersion != 8 || r.Branches[Main].By != "promote bob" {
+		t.Errorf("after a promotion the follower had not seen: %+v, %v; want main at 8 by promote bob", r, err)
+	}
+
+	// A follower that remembers nothing (a daemon just started) takes the
+	// promotion records too.
 	if err := store.Put(ctx, Key, strings.NewReader("{")); err != nil {
 		t.Fatal(err)
 	}
 	fresh := &Follower{Store: store, Mode: ModeManual}
-	_, err := fresh.Follow(ctx, version(9), now)
-	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "delete it") {
-		t.Errorf("fresh follower on a damaged file: %v, want ErrUnreadable with the fix", err)
+	if _, err := fresh.Follow(ctx, version(10), now); err != nil {
+		t.Fatalf("fresh follower with promotion records: %v", err)
 	}
-	if data, _, _ := store.ReadVersion(ctx, Key); string(data) != "{" {
+	if r, _, err := Load(ctx, store); err != nil || r.Branches[Main].ManifestVersion != 8 || r.Branches[Staging].ManifestVersion != 10 {
+		t.Errorf("fresh follower's repair: %+v, %v; want main at 8, staging at 10", r, err)
+	}
+
+	// With neither memory nor records, a damaged file is left as it is,
+	// with an error that says how to fix it.
+	bare := memory.New()
+	if err := bare.Put(ctx, Key, strings.NewReader("{")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := (&Follower{Store: bare, Mode: ModeManual}).Follow(ctx, version(9), now)
+	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("a damaged file nobody can restore: %v, want ErrUnreadable with the fix", err)
+	}
+	if data, _, _ := bare.ReadVersion(ctx, Key); string(data) != "{" {
 		t.Errorf("the damaged file was overwritten by a follower that knew nothing: %q", data)
 	}
-	if _, err := Pinned(ctx, store); !errors.Is(err, ErrUnreadable) {
+	if _, err := Pinned(ctx, bare); !errors.Is(err, ErrUnreadable) {
 		t.Errorf("Pinned on a damaged file: %v, want an error (GC must not guess the pins)", err)
 	}
 }
