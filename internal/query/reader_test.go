@@ -197,10 +197,15 @@ func TestReaderNamesAndPoints(t *testing.T) {
 	if err != nil || at.Manifest.Epoch != 1 {
 		t.Errorf("tag %s: epoch %d, %v", l.Tags[1].Name, at.Manifest.Epoch, err)
 	}
-	for _, bad := range []string{"nosuchbranch", "raw@2020-01-01T00:00:00Z"} {
+	tagTime, _ := refs.ParseTag(l.Tags[1].Name)
+	for _, bad := range []string{"nosuchbranch", refs.Tag(tagTime.Add(time.Nanosecond))} {
 		if _, err := r.Resolve(ctx, bad); !errors.Is(err, query.ErrPoint) {
 			t.Errorf("Resolve(%s) = %v, want ErrPoint", bad, err)
 		}
+	}
+	// A tag older than the window's oldest flush is outside it, and says so.
+	if _, err := r.Resolve(ctx, "raw@2020-01-01T00:00:00Z"); !errors.Is(err, manifest.ErrOutsideRetention) {
+		t.Errorf("Resolve(raw@2020-01-01T00:00:00Z) = %v, want ErrOutsideRetention", err)
 	}
 	if _, err := r.Resolve(ctx, "epoch:9"); !errors.Is(err, manifest.ErrOutsideRetention) {
 		t.Errorf("Resolve(epoch:9) = %v, want ErrOutsideRetention", err)
