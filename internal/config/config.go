@@ -27,6 +27,7 @@ type Config struct {
 	Backfill    BackfillConfig
 	Promotion   PromotionConfig
 	Query       QueryConfig
+	Serve       ServeConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -314,6 +315,37 @@ type QueryConfig struct {
 	CacheBytes int64
 }
 
+// ServeConfig is the "serve" section: pg-cdc serve and pg-cdc mcp (REST,
+// MCP and server-sent events over the read path; docs/serve.md).
+type ServeConfig struct {
+	// Listen (serve.listen, PGCDC_SERVE_LISTEN) is the host:port served.
+	// Default "127.0.0.1:8080". Any address but loopback needs Tokens.
+	Listen string
+	// Tokens (serve.tokens) maps each principal's name to the SHA-256 of
+	// its bearer token, "sha256:<64 hex digits>" (pg-cdc serve token NAME
+	// prints one); TokensFile (serve.tokens_file) is a file of
+	// "name sha256:<hex>" lines, for tokens kept out of the configuration.
+	Tokens     map[string]string
+	TokensFile string
+	// RateLimit and RateBurst (serve.rate_limit, serve.rate_burst) bound
+	// each principal's requests per second and their bursts. Defaults 20
+	// and 40.
+	RateLimit int
+	RateBurst int
+	// MaxConcurrent (serve.max_concurrent) bounds the requests running at
+	// once (each may run a query). Default 4.
+	MaxConcurrent int
+	// MaxBodyBytes (serve.max_body_bytes) caps a request body. Default 1 MiB.
+	MaxBodyBytes int64
+	// StaleAfter (serve.stale_after) is the freshness objective: the sink
+	// is_stale when it holds the source's commits up to longer ago than
+	// this. Default 5m.
+	StaleAfter time.Duration
+	// AllowedOrigins (serve.allowed_origins) are the browser origins MCP
+	// and the API accept cross-origin requests from. Default none.
+	AllowedOrigins []string
+}
+
 // MetricsConfig is the "metrics" section: the HTTP endpoint of start
 // (docs/metrics.md).
 type MetricsConfig struct {
@@ -441,6 +473,8 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
+		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
+			MaxConcurrent: 4, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

@@ -94,6 +94,7 @@ func TestParseFull(t *testing.T) {
 		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
 		Promotion:   PromotionConfig{Mode: PromotionAuto},
 		Query:       Default().Query,
+		Serve:       Default().Serve,
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -420,8 +421,10 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverInterval: time.Second},
 		Promotion:  PromotionConfig{Mode: "v"},
 		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
-		Log:        LogConfig{Level: "v", Format: "v"},
-		Types:      map[string]string{"s.t.c": "v"},
+		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
+			MaxConcurrent: 1, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}},
+		Log:   LogConfig{Level: "v", Format: "v"},
+		Types: map[string]string{"s.t.c": "v"},
 	}) {
 		t.Fatalf("some field has no leaf: %+v", c)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func (c Config) validate() []*FieldError {
 		c.validateSource, c.validateTables, c.validateTypes, c.validateReplication, c.validateInit,
 		c.validateStorage, c.validateAWS, c.validateFlush, c.validateRetry, c.validateState,
 		c.validateCompaction, c.validateGC, c.validateHistory, c.validateMetrics, c.validateGuardrail, c.validateSchema,
-		c.validateBackfill, c.validatePromotion, c.validateQuery, c.validateLog,
+		c.validateBackfill, c.validatePromotion, c.validateQuery, c.validateServe, c.validateLog,
 	} {
 		check(&p)
 	}
@@ -350,6 +351,31 @@ func (c Config) validatePromotion(p *problems) {
 		p.got("promotion.mode", c.Promotion.Mode, "want %s or %s", PromotionAuto, PromotionManual)
 	}
 }
+
+func (c Config) validateServe(p *problems) {
+	s := c.Serve
+	if s.Listen == "" {
+		p.got("serve.listen", s.Listen, "must be host:port")
+	} else if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		p.got("serve.listen", s.Listen, "must be host:port")
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Tokens)) {
+		if !tokenHash.MatchString(s.Tokens[name]) {
+			// Never the value: it may be a token pasted in clear.
+			p.add("serve.tokens", "(hidden)", "token %q: want sha256: and 64 hex digits, the token's hash (pg-cdc serve token %s prints one), not the token", name, name)
+		}
+	}
+	p.positive("serve.rate_limit", int64(s.RateLimit))
+	p.positive("serve.rate_burst", int64(s.RateBurst))
+	p.positive("serve.max_concurrent", int64(s.MaxConcurrent))
+	p.positive("serve.max_body_bytes", s.MaxBodyBytes)
+	if s.StaleAfter <= 0 {
+		p.got("serve.stale_after", s.StaleAfter, "must be > 0")
+	}
+}
+
+// tokenHash is a serve token's hash as the configuration holds it.
+var tokenHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 func (c Config) validateQuery(p *problems) {
 	q := c.Query
