@@ -24,6 +24,25 @@ type Reader interface {
 	Query(ctx context.Context, at readpath.At, sql string, args ...any) (*readpath.Result, error)
 }
 
+// ViewNamer is an optional capability of a Reader: the name a table's
+// views have in the engine when that is not its PostgreSQL schema and name
+// (tables whose names differ only in case get aliases, as DuckDB matches
+// names without regard to case). Without it the views are
+// changes."<schema>"."<name>".
+type ViewNamer interface {
+	ViewName(m *manifest.Manifest, table string) (schema, name string)
+}
+
+// changesView is the quoted name of table's change rows in at's engine.
+func changesView(r Reader, m *manifest.Manifest, table string) string {
+	mt := m.Tables[table]
+	schema, name := mt.Schema, mt.Name
+	if n, ok := r.(ViewNamer); ok {
+		schema, name = n.ViewName(m, table)
+	}
+	return "changes." + mergesql.Ident(schema) + "." + mergesql.Ident(name)
+}
+
 // History is what the feed needs of the history log (manifest.History is
 // one): the oldest version still readable.
 type History interface {
@@ -322,7 +341,7 @@ func (f *Feed) serves(ctx context.Context, at readpath.At, table string, c Curso
 		return true, nil
 	}
 	// Ask the base for the last row it keeps at c's LSN.
-	q := fmt.Sprintf("SELECT max(__seq) FROM changes.%s.%s WHERE __lsn = ?", mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name))
+	q := fmt.Sprintf("SELECT max(__seq) FROM %s WHERE __lsn = ?", changesView(f.r, at.Manifest, table))
 	res, err := f.r.Query(ctx, at, q, int64(c.LSN))
 	if err != nil {
 		return false, fmt.Errorf("change feed of %s: version %d: last row at %s: %w", table, at.Version(), c.LSN, err)
@@ -369,17 +388,18 @@ func columns(mt *manifest.Table) ([]readpath.Column, error) {
 // read returns at most n change rows of mt after c from at's changes view,
 // each (__lsn, __seq) once, and whether the read path cut the result.
 func (f *Feed) read(ctx context.Context, at readpath.At, mt *manifest.Table, cols []readpath.Column, c Cursor, n int) ([]Change, bool, error) {
-	if at.Manifest.Tables[mt.Schema+"."+mt.Name] == nil {
+	table := mt.Schema + "." + mt.Name
+	if at.Manifest.Tables[table] == nil {
 		return nil, false, nil
 	}
 	names := ""
 	for _, col := range cols {
 		names += mergesql.Ident(col.Name) + ", "
 	}
-	q := fmt.Sprintf(`SELECT %s__op, __lsn, __seq, __xid, __op_ts, __unchanged FROM changes.%s.%s
+	q := fmt.Sprintf(`SELECT %s__op, __lsn, __seq, __xid, __op_ts, __unchanged FROM %s
 WHERE __lsn > ? OR (__lsn = ? AND __seq > ?)
 QUALIFY row_number() OVER (PARTITION BY __lsn, __seq ORDER BY __op) = 1
-ORDER BY __lsn, __seq LIMIT ?`, names, mergesql.Ident(mt.Schema), mergesql.Ident(mt.Name))
+ORDER BY __lsn, __seq LIMIT ?`, names, changesView(f.r, at.Manifest, table))
 	res, err := f.r.Query(ctx, at, q, int64(c.LSN), int64(c.LSN), c.Seq, int64(n))
 	if err != nil {
 		return nil, false, fmt.Errorf("change feed of %s.%s: version %d: %w", mt.Schema, mt.Name, at.Version(), err)
