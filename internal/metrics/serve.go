@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Serve holds the collectors of pg-cdc serve (docs/metrics.md, "serve").
+// It implements serve.Observer. Labels are bounded: surface is rest, sse or
+// mcp; code an HTTP status class; principal a configured token's name.
+type Serve struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+	inFlight    prometheus.Gauge
+}
+
+// NewServe registers the serve collectors on reg.
+func NewServe(reg prometheus.Registerer) *Serve {
+	f := factory{reg}
+	d := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "serve_request_duration_seconds",
+		Help: "Time to answer a request to a surface (REST, MCP), by surface.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)},
+		[]string{"surface"})
+	reg.MustRegister(d)
+	return &Serve{
+		requests:    f.counterVec("serve_requests_total", "Requests answered by a surface, by surface and status class (2xx, 4xx, 5xx).", "surface", "code"),
+		duration:    d,
+		rateLimited: f.counterVec("serve_rate_limited_total", "Requests refused with 429 because their principal was over its rate limit.", "principal"),
+		inFlight:    f.gauge("serve_in_flight_requests", "Requests to the surfaces running now (bounded by serve.max_concurrent)."),
+	}
+}
+
+// Request counts one answered request.
+func (s *Serve) Request(surface string, status int, d time.Duration) {
+	s.requests.WithLabelValues(surface, strconv.Itoa(status/100)+"xx").Inc()
+	s.duration.WithLabelValues(surface).Observe(d.Seconds())
+}
+
+// RateLimited counts a request refused for its principal's rate.
+func (s *Serve) RateLimited(principal string) { s.rateLimited.WithLabelValues(principal).Inc() }
+
+// InFlight moves the running-requests gauge.
+func (s *Serve) InFlight(delta int) { s.inFlight.Add(float64(delta)) }
