@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/pg-cdc/pg-cdc/internal/changefeed"
 	"github.com/pg-cdc/pg-cdc/internal/refs"
 	"os"
 	"path/filepath"
@@ -349,3 +350,6 @@ func TestReaderCollected(t *testing.T) {
 		t.Errorf("the newest version names the deleted file too: %v", err)
 	}
 }
+
+// The read path's transports find the aliases through this capability.
+var _ changefeed.ViewNamer = (*query.Reader)(nil)

@@ -134,3 +134,15 @@ func viewQuery(mt *manifest.Table, in mergesql.Input, changes bool) (string, err
 	}
 	return q, err
 }
+
+// ViewName is where table (schema.table) of m is read in an engine
+// (ViewNames): the read path's transports build their SQL with it.
+func (r *Reader) ViewName(m *manifest.Manifest, table string) (schema, name string) {
+	vn, ok := ViewNames(m)[table]
+	if !ok {
+		if mt := m.Tables[table]; mt != nil {
+			return mt.Schema, mt.Name
+		}
+	}
+	return vn.Schema, vn.Name
+}
