@@ -344,6 +344,10 @@ type ServeConfig struct {
 	// AllowedOrigins (serve.allowed_origins) are the browser origins MCP
 	// and the API accept cross-origin requests from. Default none.
 	AllowedOrigins []string
+	// AllowedHosts (serve.allowed_hosts) are the Host header values /mcp
+	// answers (DNS rebinding protection): empty, the loopback names, the
+	// machine's host name and the listen address's own host.
+	AllowedHosts []string
 }
 
 // MetricsConfig is the "metrics" section: the HTTP endpoint of start
@@ -474,7 +478,7 @@ func Default() Config {
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
-			MaxConcurrent: 4, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}},
+			MaxConcurrent: 4, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

@@ -117,6 +117,7 @@ func leaves(c *Config) []leaf {
 		{"serve.max_body_bytes", &c.Serve.MaxBodyBytes},
 		{"serve.stale_after", &c.Serve.StaleAfter},
 		{"serve.allowed_origins", &c.Serve.AllowedOrigins},
+		{"serve.allowed_hosts", &c.Serve.AllowedHosts},
 		{"metrics.listen", &c.Metrics.Listen},
 		{"metrics.liveness_timeout", &c.Metrics.LivenessTimeout},
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},

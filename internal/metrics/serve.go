@@ -1,10 +1,14 @@
 package metrics
 
 import (
+	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Serve holds the collectors of pg-cdc serve (docs/metrics.md, "serve").
@@ -30,6 +34,17 @@ func NewServe(reg prometheus.Registerer) *Serve {
 		rateLimited: f.counterVec("serve_rate_limited_total", "Requests refused with 429 because their principal was over its rate limit.", "principal"),
 		inFlight:    f.gauge("serve_in_flight_requests", "Requests to the surfaces running now (bounded by serve.max_concurrent)."),
 	}
+}
+
+// NewServeEndpoint is pg-cdc serve's registry: the serve collectors, the
+// build info and the Go runtime's, and the /metrics handler serving them.
+func NewServeEndpoint(version string) (*Serve, http.Handler) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := factory{reg}
+	f.gaugeVec("build_info", "Always 1: the version of pg-cdc and of Go that built it.", "version", "goversion").
+		WithLabelValues(version, runtime.Version()).Set(1)
+	return NewServe(reg), promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 // Request counts one answered request.

@@ -408,3 +408,7 @@ func tableFiles(mt *manifest.Table) []blobcache.File {
 	}
 	return out
 }
+
+// History is the history log the Reader resolves points in (the change
+// feed reads the window's oldest version from it).
+func (r *Reader) History() *manifest.History { return r.history }
