@@ -75,8 +75,10 @@ func TestTimeTravel(t *testing.T) {
 		t.Skip("waits past history.retention")
 	}
 	waitBound(t)
-	const retention = 20 * time.Second
-	e := newEnv(t, envOptions{extraYAML: "gc:\n  grace_period: 1s\nhistory:\n  retention: 20s\n"})
+	// Long enough that the checks of a phase (a pg-cdc query per point
+	// and form) end inside the window on a loaded machine too.
+	const retention = 30 * time.Second
+	e := newEnv(t, envOptions{extraYAML: fmt.Sprintf("gc:\n  grace_period: 1s\nhistory:\n  retention: %s\n", retention)})
 	e.exec(`CREATE TABLE acct (id int PRIMARY KEY, v text, n bigint)`)
 	e.exec(`CREATE TABLE notes (id int PRIMARY KEY, note text)`)
 	e.exec(`INSERT INTO acct SELECT g, 'a' || g, g * 10 FROM generate_series(1, 40) g`)
