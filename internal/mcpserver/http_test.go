@@ -72,6 +72,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestHTTP: the SDK's client over streamable HTTP with a token calls a
 // tool, and the audit record names the principal the authentication set.
 func TestHTTP(t *testing.T) {
+	t.Parallel()
 	hs := newHTTPServer(t, HTTPOptions{})
 	ctx := context.Background()
 	client := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + testToken}}, http.DefaultTransport}}
@@ -100,6 +101,7 @@ func TestHTTP(t *testing.T) {
 // Origin not in the allow list are refused with 403 before anything is
 // read; an allowed origin and host go through.
 func TestHTTPRefusals(t *testing.T) {
+	t.Parallel()
 	hs := newHTTPServer(t, HTTPOptions{AllowedHosts: []string{"127.0.0.1", "cdc.internal"}, AllowedOrigins: []string{"https://console.example/"}})
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 	for _, c := range []struct {

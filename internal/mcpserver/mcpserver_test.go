@@ -223,6 +223,7 @@ var allTools = []string{"list_tables", "describe_table", "get_schema_history", "
 // bare true/false schema, no type union, no schema without a validation
 // keyword).
 func TestToolsListed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	if got := slices.Sorted(func(yield func(string) bool) {
 		for n := range h.tools {
@@ -303,6 +304,7 @@ func lint(node any, path, keyword string) []string {
 }
 
 func TestListTables(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out ListTablesOutput
 	h.ok("list_tables", nil, &out)
@@ -332,6 +334,7 @@ func TestListTables(t *testing.T) {
 }
 
 func TestDescribeTable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out DescribeTableOutput
 	h.ok("describe_table", map[string]any{"table": "public.orders"}, &out)
@@ -365,6 +368,7 @@ func TestDescribeTable(t *testing.T) {
 }
 
 func TestSchemaHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out SchemaHistoryOutput
 	h.ok("get_schema_history", map[string]any{"table": "public.orders"}, &out)
@@ -379,6 +383,7 @@ func TestSchemaHistory(t *testing.T) {
 }
 
 func TestSampleRows(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out SampleOutput
 	h.ok("sample_rows", map[string]any{"table": "public.orders", "n": 3}, &out)
@@ -408,6 +413,7 @@ func TestSampleRows(t *testing.T) {
 }
 
 func TestQuery(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.MaxRows = 3 })
 	var out QueryOutput
 	h.ok("query", map[string]any{"sql": `SELECT count(*) AS n, sum(amount) AS total FROM "public"."orders"`}, &out)
@@ -436,6 +442,9 @@ func TestQuery(t *testing.T) {
 		}
 		if !out.Truncated {
 			break
+		}
+		if page == 5 {
+			t.Fatalf("still truncated after %d pages: %v", page+1, ids)
 		}
 		if len(out.Rows) != 3 || out.NextCursor == "" {
 			t.Fatalf("page %d: %d rows, cursor %q", page, len(out.Rows), out.NextCursor)
@@ -476,6 +485,7 @@ func TestQuery(t *testing.T) {
 }
 
 func TestGetChanges(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out ChangesOutput
 	var got []string
@@ -526,6 +536,7 @@ func (goneFeed) Page(_ context.Context, table string, after changefeed.Cursor, _
 }
 
 func TestGetManifest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out ManifestOutput
 	h.ok("get_manifest", nil, &out)
@@ -544,6 +555,7 @@ func TestGetManifest(t *testing.T) {
 }
 
 func TestGetFreshness(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out FreshnessOutput
 	h.ok("get_freshness", nil, &out)
@@ -564,6 +576,7 @@ func TestGetFreshness(t *testing.T) {
 }
 
 func TestGetSnapshot(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out SnapshotOutput
 	h.ok("get_snapshot", map[string]any{"table": "public.orders"}, &out)
@@ -584,6 +597,7 @@ func TestGetSnapshot(t *testing.T) {
 }
 
 func TestGetDiff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var out DiffOutput
 	h.ok("get_diff", map[string]any{"from": "2"}, &out)
@@ -607,6 +621,7 @@ func TestGetDiff(t *testing.T) {
 }
 
 func TestResources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	rl, err := h.cs.ListResources(ctx, nil)
@@ -656,6 +671,7 @@ func TestResources(t *testing.T) {
 // and an unknown tool — with the tool, tables, rows, truncated, point and
 // error.
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.MaxRows = 2 })
 	var q QueryOutput
 	h.ok("query", map[string]any{"sql": "SELECT * FROM public.orders", "as_of": "3"}, &q)
@@ -692,6 +708,7 @@ func TestAudit(t *testing.T) {
 // TestCallErrors: every class of the read path's errors gets its own
 // wording, and the cause stays in the chain.
 func TestCallErrors(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("boom")
 	err := callError(cause)
 	if !errors.Is(err, cause) || !strings.Contains(err.Error(), "not the call's fault") {
@@ -706,6 +723,7 @@ func TestCallErrors(t *testing.T) {
 }
 
 func TestHostAllowed(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		host    string
 		allowed []string
