@@ -236,7 +236,7 @@ func (a *api) rows(w http.ResponseWriter, r *http.Request) error {
 		if keyed {
 			last := rows[len(rows)-1][len(proj):]
 			for i, v := range last {
-				next.Key = append(next.Key, readpath.Text(v, order[i].Type))
+				next.Key = append(next.Key, keyText(v, order[i].Type))
 			}
 		} else {
 			next.Offset = offset + int64(len(rows))
@@ -292,6 +292,20 @@ func after(key []readpath.Column, vals []string) (string, []any) {
 		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
 	}
 	return "(" + strings.Join(ors, " OR ") + ")", args
+}
+
+// keyText is a key value as text that CAST(… AS its type) reads back
+// exactly: the read path's text form, except bytes, which DuckDB reads as
+// one \xHH escape per byte.
+func keyText(v any, typ string) string {
+	if b, ok := v.([]byte); ok {
+		var sb strings.Builder
+		for _, c := range b {
+			fmt.Fprintf(&sb, "\\x%02X", c)
+		}
+		return sb.String()
+	}
+	return readpath.Text(v, typ)
 }
 
 func firstLine(s string) string {
