@@ -317,7 +317,7 @@ func problem(w http.ResponseWriter, status int, code, title, detail string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "https://pg-cdc.dev/problems/" + code, "title": title, "status": status, "detail": detail, "code": code,
+		"type": "urn:pg-cdc:problem:" + code, "title": title, "status": status, "detail": detail, "code": code,
 	})
 }
 
