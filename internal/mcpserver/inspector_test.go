@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The official MCP inspector's CLI (npm @modelcontextprotocol/inspector),
@@ -56,6 +58,9 @@ type inspector struct {
 	home   string
 	target []string // after --: the server command, or its URL
 	pre    []string // options before the method: -e, --header, --transport
+	// tools are the tools tools/list gave, by name: each call's
+	// structured result is validated against its output schema.
+	tools map[string]*mcp.Tool
 }
 
 func (in *inspector) run(args ...string) (stdout, stderr string, code int) {
@@ -114,6 +119,11 @@ func (in *inspector) listTools() []map[string]any {
 	if err := json.Unmarshal(env.Result, &res); err != nil {
 		in.t.Fatal(err)
 	}
+	in.tools = map[string]*mcp.Tool{}
+	for _, tool := range res.Tools {
+		name, _ := tool["name"].(string)
+		in.tools[name] = &mcp.Tool{Name: name, OutputSchema: tool["outputSchema"]}
+	}
 	return res.Tools
 }
 
@@ -126,6 +136,13 @@ func (in *inspector) call(tool string, args map[string]any, out any) {
 	if code != 0 || res.IsError {
 		in.t.Fatalf("%s %v: exit %d, isError %v: %+v\n%s", tool, args, code, res.IsError, res.Content, stderr)
 	}
+	var sc any
+	if err := json.Unmarshal(res.StructuredContent, &sc); err != nil {
+		in.t.Fatalf("%s: structured content %s: %v", tool, res.StructuredContent, err)
+	}
+	// The output as the inspector received it, against the output schema
+	// it was given.
+	validateOutput(in.t, in.tools[tool], sc)
 	if err := json.Unmarshal(res.StructuredContent, out); err != nil {
 		in.t.Fatalf("%s: structured content %s: %v", tool, res.StructuredContent, err)
 	}
@@ -164,7 +181,7 @@ func (in *inspector) callRaw(tool string, args map[string]any) (callResult, int,
 
 // checkAll lists and calls every tool through the inspector, and checks
 // the answers against the fixture (buildSink).
-func checkAll(t *testing.T, in *inspector, validate func(string, any)) {
+func checkAll(t *testing.T, in *inspector) {
 	tools := in.listTools()
 	var names []string
 	for _, tool := range tools {
@@ -181,7 +198,6 @@ func checkAll(t *testing.T, in *inspector, validate func(string, any)) {
 
 	var lt ListTablesOutput
 	in.call("list_tables", nil, &lt)
-	validate("list_tables", lt)
 	rows := map[string]int64{}
 	for _, tb := range lt.Tables {
 		rows[tb.Name] = tb.Rows
@@ -192,28 +208,24 @@ func checkAll(t *testing.T, in *inspector, validate func(string, any)) {
 
 	var dt DescribeTableOutput
 	in.call("describe_table", map[string]any{"table": "public.orders"}, &dt)
-	validate("describe_table", dt)
 	if dt.Rows != 4 || len(dt.Columns) != 5 || dt.Columns[4].FieldID != 5 || len(dt.SchemaVersions) != 2 {
 		t.Errorf("describe_table = %+v", dt)
 	}
 
 	var sh SchemaHistoryOutput
 	in.call("get_schema_history", map[string]any{"table": "public.orders"}, &sh)
-	validate("get_schema_history", sh)
 	if len(sh.Versions) != 2 || !slices.Equal(sh.Versions[1].Changes, []string{"column status text added"}) {
 		t.Errorf("get_schema_history = %+v", sh)
 	}
 
 	var sr SampleOutput
 	in.call("sample_rows", map[string]any{"table": "public.orders", "n": 2}, &sr)
-	validate("sample_rows", sr)
 	if b, _ := json.Marshal(sr.Rows); string(b) != `[[1,"a2","11.00","`+uid1+`",null],[3,"c","30.25","`+uid3+`","paid"]]` {
 		t.Errorf("sample_rows = %s", b)
 	}
 
 	var q QueryOutput
 	in.call("query", map[string]any{"sql": `SELECT id, amount FROM "public"."orders" ORDER BY id`, "max_rows": 3, "as_of": "4"}, &q)
-	validate("query", q)
 	if b, _ := json.Marshal(q.Rows); string(b) != `[[1,"11.00"],[3,"30.25"],[4,"40.00"]]` || !q.Truncated || q.NextCursor == "" {
 		t.Errorf("query page 1 = %s %+v", b, q)
 	}
@@ -224,7 +236,6 @@ func checkAll(t *testing.T, in *inspector, validate func(string, any)) {
 
 	var ch ChangesOutput
 	in.call("get_changes", map[string]any{"table": "public.orders", "limit": 5}, &ch)
-	validate("get_changes", ch)
 	if len(ch.Changes) != 5 || !ch.More || ch.Changes[4].Op != "D" {
 		t.Errorf("get_changes page 1 = %+v", ch)
 	}
@@ -235,28 +246,24 @@ func checkAll(t *testing.T, in *inspector, validate func(string, any)) {
 
 	var mo ManifestOutput
 	in.call("get_manifest", nil, &mo)
-	validate("get_manifest", mo)
 	if mo.At.Version != 4 || len(mo.Tables) != 4 || mo.Oldest.Version != 1 {
 		t.Errorf("get_manifest = %+v", mo)
 	}
 
 	var fr FreshnessOutput
 	in.call("get_freshness", nil, &fr)
-	validate("get_freshness", fr)
 	if fr.FreshAsOf != "2026-12-01T08:03:00Z" || fr.BehindSeconds != 10 {
 		t.Errorf("get_freshness = %+v", fr)
 	}
 
 	var sn SnapshotOutput
 	in.call("get_snapshot", map[string]any{"table": "public.orders"}, &sn)
-	validate("get_snapshot", sn)
 	if len(sn.Tables) != 1 || len(sn.Tables[0].Files) != 3 || sn.Tables[0].Rows != 8 {
 		t.Errorf("get_snapshot = %+v", sn)
 	}
 
 	var df DiffOutput
 	in.call("get_diff", map[string]any{"from": "2", "to": "4"}, &df)
-	validate("get_diff", df)
 	if df.Verdict != "schema_change" || len(df.Tables) != 1 || df.Tables[0].Inserted != 2 || df.Tables[0].Deleted != 1 || df.Tables[0].Changed != 1 {
 		t.Errorf("get_diff = %+v", df)
 	}
@@ -281,7 +288,7 @@ func TestInspectorStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &inspector{t: t, bin: bin, home: t.TempDir(), target: []string{exe}, pre: []string{"-e", stdioSinkEnv + "=" + dir}}
-	checkAll(t, in, func(string, any) {})
+	checkAll(t, in)
 	// Resources over stdio too.
 	stdout, stderr, code := in.run("--method", "resources/read", "--uri", "pgcdc://tables/public.orders/schema", "--format", "json")
 	if code != 0 || !strings.Contains(stdout, `\"field_id\": 5`) {
@@ -297,7 +304,7 @@ func TestInspectorHTTP(t *testing.T) {
 	hs := newHTTPServer(t, HTTPOptions{})
 	in := &inspector{t: t, bin: bin, home: t.TempDir(), target: []string{hs.URL + "/mcp"},
 		pre: []string{"--transport", "http", "--header", "Authorization: Bearer " + testToken}}
-	checkAll(t, in, func(string, any) {})
+	checkAll(t, in)
 	hs.mu.Lock()
 	n, alice := len(hs.audits), 0
 	for _, a := range hs.audits {

@@ -3,10 +3,12 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -703,6 +705,14 @@ func TestAudit(t *testing.T) {
 	if a[4].Endpoint != "drop_everything" || a[4].Error == "" {
 		t.Errorf("unknown tool record = %+v", a[4])
 	}
+	h.mu.Unlock()
+	if _, err := h.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: TableSchemaURI("public.orders")}); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	if len(h.audits) != 6 || h.audits[5].Endpoint != "resources/read pgcdc://tables/public.orders/schema" || !slices.Equal(h.audits[5].Tables, []string{"public.orders"}) {
+		t.Errorf("resource read record = %+v", h.audits[5:])
+	}
 }
 
 // TestCallErrors: every class of the read path's errors gets its own
@@ -719,6 +729,58 @@ func TestCallErrors(t *testing.T) {
 	}
 	if err := callError(context.DeadlineExceeded); !strings.Contains(err.Error(), "cancelled or timed out") {
 		t.Errorf("deadline: %v", err)
+	}
+}
+
+// TestServeStdio: one session over pipes, only JSON-RPC on out, and
+// ServeStdio returns when the client closes its end.
+func TestServeStdio(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- h.srv.ServeStdio(context.Background(), inR, outW); outW.Close() }()
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	send := func(msg string) {
+		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("no line on out: %v", lines.Err())
+		}
+		l := lines.Text()
+		var msg struct {
+			JSONRPC string `json:"jsonrpc"`
+		}
+		if err := json.Unmarshal([]byte(l), &msg); err != nil || msg.JSONRPC != "2.0" {
+			t.Errorf("not a JSON-RPC line on out: %q", l)
+		}
+		return l
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if l := next(); !strings.Contains(l, `"serverInfo":{"name":"pg-cdc"`) {
+		t.Errorf("initialize: %s", l)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_tables","arguments":{}}}`)
+	if l := next(); !strings.Contains(l, `"public.orders"`) || !strings.Contains(l, `"id":2`) {
+		t.Errorf("list_tables: %s", l)
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ServeStdio did not return when its input closed")
+	}
+	if lines.Scan() {
+		t.Errorf("more on out: %q", lines.Text())
 	}
 }
 

@@ -100,17 +100,23 @@ const instructions = `Read-only access to a PostgreSQL change-data-capture sink 
 Each captured table is a view of its current state, "schema"."table", and its change rows (with __op, __lsn, __seq, __xid, __op_ts = commit time) are changes."schema"."table".
 Start with list_tables and describe_table; query runs one SELECT in DuckDB's SQL dialect; as_of reads the sink at a point: a manifest version N, epoch:N, lsn:X/Y, an RFC 3339 time, main, staging or raw@<time>.`
 
-// auditCalls writes one audit record per tools/call, whatever its end:
+// auditCalls writes one audit record per tools/call (and resources/read,
+// Endpoint "resources/read <uri>"), whatever its end:
 // the tool's handler fills in tables, rows and truncated through
 // access.RecordFrom; a call the SDK refused (unknown tool, arguments that
 // fail the schema) is recorded with its error too.
 func (s *Server) auditCalls(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		call, ok := req.(*mcp.CallToolRequest)
-		if method != "tools/call" || !ok {
+		var endpoint string
+		switch r := req.(type) {
+		case *mcp.CallToolRequest:
+			endpoint = r.Params.Name
+		case *mcp.ReadResourceRequest:
+			endpoint = "resources/read " + r.Params.URI
+		default:
 			return next(ctx, method, req)
 		}
-		rec := &access.Record{Principal: access.PrincipalFrom(ctx), Surface: access.SurfaceMCP, Endpoint: call.Params.Name, Started: time.Now()}
+		rec := &access.Record{Principal: access.PrincipalFrom(ctx), Surface: access.SurfaceMCP, Endpoint: endpoint, Started: time.Now()}
 		res, err := next(access.WithRecord(ctx, rec), method, req)
 		rec.Duration = time.Since(rec.Started)
 		switch r, _ := res.(*mcp.CallToolResult); {
@@ -131,8 +137,10 @@ func (s *Server) auditCalls(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // ServeStdio serves one session over in and out (newline-delimited
-// JSON-RPC) until the client closes in or ctx ends. Nothing else is
-// written to out.
+// JSON-RPC) until the client closes in or ctx ends; closing in is the
+// client's shutdown (MCP's stdio transport) and cancels requests still in
+// flight, so a client reads its answers first. Nothing else is written to
+// out.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 	if ctx.Err() != nil {
