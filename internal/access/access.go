@@ -59,10 +59,12 @@ type Record struct {
 }
 
 // Log writes r as one audit line (audit=true, like the operator actions'
-// audit stream), at Info, or Warn when the request failed.
+// audit stream), at Info, or Warn when the server failed it (5xx): a
+// caller's mistake (4xx, a tool error) is the caller's, recorded with its
+// error at Info.
 func (r *Record) Log(log *slog.Logger) {
 	level := slog.LevelInfo
-	if r.Error != "" || r.Status >= 500 {
+	if r.Status >= 500 {
 		level = slog.LevelWarn
 	}
 	attrs := []slog.Attr{
