@@ -821,3 +821,96 @@ func decode(t testing.TB, v any, out any) {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 }
+
+// TestEngineCaps: the engine's own byte cap cuts a result below max_rows:
+// truncated, and the cursor goes on from the rows actually returned; the
+// engine's timeout is a tool error that says to ask for less.
+func TestEngineCaps(t *testing.T) {
+	t.Parallel()
+	h := &harness{t: t}
+	h.sink = buildSink(t, t.TempDir())
+	limits := query.DefaultLimits
+	limits.MaxBytes = 40
+	limits.Timeout = 200 * time.Millisecond
+	r, err := query.NewReader(query.ReaderOptions{Sink: h.sink.store, TempDir: filepath.Join(t.TempDir(), "query"), Engines: 2, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	h.srv = New(Options{Reader: r})
+	h.cs = connect(t, h.srv)
+	h.tools = listTools(t, h.cs)
+	var out QueryOutput
+	sql := "SELECT id, note FROM changes.public.orders ORDER BY __lsn, __seq"
+	h.ok("query", map[string]any{"sql": sql}, &out)
+	var all []any
+	for range 20 {
+		if len(out.Rows) == 0 || len(out.Rows) >= 8 {
+			t.Fatalf("a page of %d rows under a 40-byte cap", len(out.Rows))
+		}
+		for _, row := range out.Rows {
+			all = append(all, row[0])
+		}
+		if !out.Truncated {
+			break
+		}
+		h.ok("query", map[string]any{"sql": sql, "cursor": out.NextCursor}, &out)
+	}
+	if fmt.Sprint(all) != "[1 2 3 1 2 4 5 3]" {
+		t.Errorf("rows over the pages = %v", all)
+	}
+	contains(t, h.fail("query", map[string]any{"sql": "SELECT count(*) FROM range(100000000000) a, range(1000) b"}), "timeout limit", "Ask for less")
+}
+
+// TestHostileInput: quoting tricks, traversal and huge values in every
+// argument are tool errors, and the server goes on serving.
+func TestHostileInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		says string
+	}{
+		{"describe_table", map[string]any{"table": `public"."orders`}, "is not captured"},
+		{"describe_table", map[string]any{"table": `orders"; DROP TABLE x; --`}, "is not captured"},
+		{"sample_rows", map[string]any{"table": "../../../etc/passwd"}, "is not captured"},
+		{"get_snapshot", map[string]any{"table": strings.Repeat("a", 100000)}, "is not captured"},
+		{"sample_rows", map[string]any{"table": "public.orders", "n": 1e18}, "n = "},
+		{"sample_rows", map[string]any{"table": "public.orders", "n": 1e30}, ""},
+		{"sample_rows", map[string]any{"table": "public.orders", "n": 1.5}, ""},
+		{"query", map[string]any{"sql": "SELECT 1", "max_rows": -5}, "max_rows = -5"},
+		{"query", map[string]any{"sql": "SELECT 1", "cursor": strings.Repeat("A", 10000)}, "cursor is not one this server gave"},
+		{"query", map[string]any{"sql": "SELECT 1", "as_of": strings.Repeat("9", 400)}, ""},
+		{"query", map[string]any{"sql": "SELECT 1", "as_of": "lsn:FFFFFFFF/FFFFFFFF"}, "after the newest"},
+		{"query", map[string]any{"sql": "SELECT 1", "as_of": "'; DROP TABLE x; --"}, "as_of takes"},
+		{"query", map[string]any{"sql": "ATTACH '/tmp/x.db' AS x"}, "query refused"},
+		{"query", map[string]any{"sql": "SELECT * FROM '/etc/passwd'"}, "invalid query"}, // no replacement scans: no such table
+		{"query", map[string]any{"sql": "PRAGMA version"}, "query refused"},
+		{"query", map[string]any{"sql": "SET enable_external_access = true"}, "query refused"},
+		{"query", map[string]any{"sql": "SELECT 1 " + strings.Repeat("-- x\n", 10000)}, ""},
+		{"get_changes", map[string]any{"table": "public.orders", "after": strings.Repeat("1", 1000)}, "bad cursor"},
+		{"get_changes", map[string]any{"table": "public.orders", "after": "FFFFFFFF.FFFFFFFF.9223372036854775807"}, ""},
+		{"get_changes", map[string]any{"table": "public.orders", "limit": -1}, "limit = -1"},
+		{"get_diff", map[string]any{"from": "1", "to": "epoch:-1"}, ""},
+		{"list_tables", map[string]any{"as_of": map[string]any{"x": 1}}, "validating"},
+	} {
+		res := h.call(c.tool, c.args)
+		got := text(res)
+		switch {
+		case c.says == "" && res.IsError:
+		case c.says == "":
+			// A few of these may be answered (a long comment is still one
+			// SELECT; a cursor past the end reads nothing): fine, as long
+			// as the answer is valid.
+			validateOutput(t, h.tools[c.tool], res.StructuredContent)
+		case !res.IsError || !strings.Contains(got, c.says):
+			t.Errorf("%s %.80v: %v %.300q; want an error saying %q", c.tool, c.args, res.IsError, got, c.says)
+		}
+	}
+	var out ListTablesOutput
+	h.ok("list_tables", nil, &out)
+	if len(out.Tables) != 4 {
+		t.Errorf("after the hostile calls: %+v", out)
+	}
+}
