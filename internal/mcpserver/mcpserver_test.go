@@ -914,3 +914,58 @@ func TestHostileInput(t *testing.T) {
 		t.Errorf("after the hostile calls: %+v", out)
 	}
 }
+
+// TestCaseTwins: public."Orders" beside public.orders is one name to
+// DuckDB; each is described, sampled and listed by its own rows, never
+// the other's.
+func TestCaseTwins(t *testing.T) {
+	t.Parallel()
+	t.Run("reader", func(t *testing.T) { t.Parallel(); caseTwins(t, nil) })
+	// A reader without the ViewNamer capability: the aliases come from
+	// its table list.
+	t.Run("port only", func(t *testing.T) {
+		t.Parallel()
+		caseTwins(t, func(o *Options) { o.Reader = portOnly{o.Reader} })
+	})
+}
+
+// portOnly is a Reader with only the port's methods.
+type portOnly struct{ Reader }
+
+func caseTwins(t *testing.T, edit func(*Options)) {
+	h := newHarness(t, edit)
+	if _, ok := h.srv.o.Reader.(ViewNamer); ok == (edit != nil) {
+		t.Fatalf("ViewNamer %v", ok)
+	}
+	h.sink.addTable("public.Orders")
+	h.sink.flush(4, map[string][]row{"public.Orders": {{'I', 0x500, map[string]string{"id": "9", "note": "upper"}}}}, nil)
+	var lt ListTablesOutput
+	h.ok("list_tables", nil, &lt)
+	views := map[string]string{}
+	for _, tb := range lt.Tables {
+		views[tb.Name] = fmt.Sprintf("%s %d", tb.View, tb.Rows)
+	}
+	if !strings.HasSuffix(views["public.Orders"], " 1") || !strings.HasSuffix(views["public.orders"], " 4") || views["public.Orders"] == views["public.orders"] ||
+		strings.HasPrefix(views["public.Orders"], `"public"."Orders" `) {
+		t.Errorf("views = %v", views)
+	}
+	var d DescribeTableOutput
+	h.ok("describe_table", map[string]any{"table": "public.Orders"}, &d)
+	if d.Rows != 1 || d.View == `"public"."Orders"` {
+		t.Errorf("public.Orders = %d rows, view %s", d.Rows, d.View)
+	}
+	var sr SampleOutput
+	h.ok("sample_rows", map[string]any{"table": "public.Orders"}, &sr)
+	if b, _ := json.Marshal(sr.Rows); string(b) != `[[9,"upper"]]` {
+		t.Errorf("sample of public.Orders = %s", b)
+	}
+	h.ok("sample_rows", map[string]any{"table": "public.orders", "n": 1}, &sr)
+	if b, _ := json.Marshal(sr.Rows); string(b) != `[[1,"a2","11.00","`+uid1+`",null]]` {
+		t.Errorf("sample of public.orders = %s", b)
+	}
+	var q QueryOutput
+	h.ok("query", map[string]any{"sql": "SELECT note FROM " + d.View}, &q)
+	if b, _ := json.Marshal(q.Rows); string(b) != `[["upper"]]` {
+		t.Errorf("query by the alias = %s", b)
+	}
+}

@@ -112,7 +112,10 @@ func (s *Server) readTableSchema(ctx context.Context, req *mcp.ReadResourceReque
 		return nil, fmt.Errorf("resource %s: %w", uri, err)
 	}
 	access.RecordFrom(ctx).Tables = []string{key}
-	v, cv := s.views(at.Manifest, key)
+	v, cv, err := s.views(ctx, at, key)
+	if err != nil {
+		return nil, err
+	}
 	var cols []ColumnInfo
 	if cur := mt.CurrentSchema(); cur != nil {
 		cols = columnInfos(cur.Columns)

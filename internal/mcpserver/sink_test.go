@@ -223,3 +223,27 @@ func newReader(t testing.TB, s *testSink, tmp string) *query.Reader {
 	t.Cleanup(func() { r.Close() })
 	return r
 }
+
+// addTable captures one more table (id bigint key, note text) from the
+// next version on.
+func (s *testSink) addTable(key string) {
+	s.t.Helper()
+	schema, name, _ := strings.Cut(key, ".")
+	tbl := &cdc.Table{ID: cdc.TableID{Schema: schema, Name: name}, OID: uint32(200 + len(s.tables)), ReplicaIdentity: cdc.ReplicaIdentityDefault, SchemaVersion: 1, PrimaryKey: []string{"id"},
+		Columns: []cdc.Column{
+			{Name: "id", TypeOID: 20, TypeMod: -1, PGType: "bigint", FieldID: 1, NotNull: true},
+			{Name: "note", TypeOID: 25, TypeMod: -1, PGType: "text", FieldID: 2},
+		}}
+	ps, err := parquetfile.NewSchema(tbl)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.tables[key] = tbl
+	if _, err := s.mc.Commit(context.Background(), func(m *manifest.Manifest) error {
+		m.Tables[key] = &manifest.Table{Schema: schema, Name: name, OID: tbl.OID, Generation: "g0001", PrimaryKey: []string{"id"},
+			ReplicaIdentity: "default", SchemaVersion: 1, Schemas: []manifest.SchemaVersion{{Version: 1, Columns: ps.ManifestColumns(tbl)}}}
+		return nil
+	}); err != nil {
+		s.t.Fatal(err)
+	}
+}

@@ -104,17 +104,40 @@ type ViewNamer interface {
 }
 
 // views are the quoted names of a table's current state and change rows
-// in the engine. Without ViewNamer they are its PostgreSQL names, which a
-// table with a case twin does not have: its query then fails (never reads
-// the twin), and list_tables shows the alias.
-func (s *Server) views(m *manifest.Manifest, key string) (string, string) {
+// in the engine at a point. Without ViewNamer a table with a case twin
+// (public."T" beside public.t) is looked up in the reader's table list,
+// which names its alias; any other table is read by its PostgreSQL names.
+func (s *Server) views(ctx context.Context, at readpath.At, key string) (string, string, error) {
+	m := at.Manifest
 	mt := m.Tables[key]
 	schema, name := mt.Schema, mt.Name
 	if n, ok := s.o.Reader.(ViewNamer); ok {
 		schema, name = n.ViewName(m, key)
+	} else if caseTwin(m, key) {
+		ts, err := s.o.Reader.Tables(ctx, at)
+		if err != nil {
+			return "", "", callError(err)
+		}
+		for _, t := range ts {
+			if t.Name == key && t.View != "" {
+				return t.View, "changes." + t.View, nil
+			}
+		}
 	}
 	v := mergesql.Ident(schema) + "." + mergesql.Ident(name)
-	return v, "changes." + v
+	return v, "changes." + v, nil
+}
+
+// caseTwin reports whether another table of m has key's schema and name
+// but for case: one name to DuckDB.
+func caseTwin(m *manifest.Manifest, key string) bool {
+	mt := m.Tables[key]
+	for k, o := range m.Tables {
+		if k != key && strings.EqualFold(o.Schema, mt.Schema) && strings.EqualFold(o.Name, mt.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) listTables(ctx context.Context, in AsOfInput) (ListTablesOutput, error) {
@@ -132,10 +155,11 @@ func (s *Server) listTables(ctx context.Context, in AsOfInput) (ListTablesOutput
 		if mt == nil {
 			continue
 		}
-		v, cv := s.views(at.Manifest, t.Name)
+		v := mergesql.Ident(mt.Schema) + "." + mergesql.Ident(mt.Name)
 		if t.View != "" {
-			v, cv = t.View, "changes."+t.View
+			v = t.View // a case twin's alias
 		}
+		cv := "changes." + v
 		out.Tables = append(out.Tables, TableSummary{Name: t.Name, Schema: mt.Schema, Table: mt.Name, View: v, ChangesView: cv, Rows: t.Rows,
 			PrimaryKey: nonNil(mt.PrimaryKey), SchemaVersion: t.SchemaVersion, Generation: t.Generation, Snapshot: t.Snapshot, FreshAsOf: timeText(t.FreshAsOf)})
 	}
@@ -269,7 +293,10 @@ func (s *Server) describeTable(ctx context.Context, in TableInput) (DescribeTabl
 		return DescribeTableOutput{}, err
 	}
 	access.RecordFrom(ctx).Tables = []string{key}
-	v, cv := s.views(at.Manifest, key)
+	v, cv, err := s.views(ctx, at, key)
+	if err != nil {
+		return DescribeTableOutput{}, err
+	}
 	res, err := s.o.Reader.Query(ctx, at, "SELECT count(*) FROM "+v)
 	if err != nil {
 		return DescribeTableOutput{}, callError(err)
@@ -376,7 +403,10 @@ func (s *Server) sampleRows(ctx context.Context, in SampleInput) (SampleOutput, 
 	}
 	rec := access.RecordFrom(ctx)
 	rec.Tables = []string{key}
-	v, _ := s.views(at.Manifest, key)
+	v, _, err := s.views(ctx, at, key)
+	if err != nil {
+		return SampleOutput{}, err
+	}
 	// The first n rows in primary-key order: the same rows every time at
 	// the same point (a keyless table: in file order).
 	order := ""
