@@ -969,3 +969,33 @@ func caseTwins(t *testing.T, edit func(*Options)) {
 		t.Errorf("query by the alias = %s", b)
 	}
 }
+
+// TestLog: without Audit the audit records go to Log; the SDK's own info
+// chatter (a line per session start and end) does not.
+func TestLog(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	h := newHarness(t, func(o *Options) {
+		o.Audit = nil
+		o.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	var out ListTablesOutput
+	h.ok("list_tables", nil, &out)
+	got := buf.String()
+	contains(t, got, "audit=true", "endpoint=list_tables", "rows=4", "principal=anonymous")
+	if strings.Contains(got, "session") {
+		t.Errorf("the SDK's session lines are logged:\n%s", got)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }

@@ -63,6 +63,26 @@ type Options struct {
 type Server struct {
 	o   Options
 	mcp *mcp.Server
+	// sdkLog is Log for the SDK: warnings and errors only, as it logs
+	// every session's start and end at info (over HTTP, every request).
+	sdkLog *slog.Logger
+}
+
+// minLevel is a handler that drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
 
 // New builds the server and registers its tools and resources.
@@ -83,10 +103,10 @@ func New(o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{o: o}
+	s := &Server{o: o, sdkLog: slog.New(minLevel{o.Log.Handler(), slog.LevelWarn})}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "pg-cdc", Title: "pg-cdc sink", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       o.Log,
+		Logger:       s.sdkLog,
 		// No logging capability: the server sends no log notifications.
 		Capabilities: &mcp.ServerCapabilities{},
 	})
@@ -179,7 +199,7 @@ type HTTPOptions struct {
 func (s *Server) Handler(o HTTPOptions) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
-		Logger:              s.o.Log,
+		Logger:              s.sdkLog,
 		MaxRequestBodyBytes: o.MaxBodyBytes,
 		// The SDK refuses a non-loopback Host on a loopback connection;
 		// with hosts allowed by name (a proxy on loopback that keeps the
