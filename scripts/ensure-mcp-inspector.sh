@@ -14,7 +14,7 @@
 set -euo pipefail
 
 version="${PGCDC_MCP_INSPECTOR_VERSION:-2.12.0}"
-dir="${PGCDC_MCP_INSPECTOR_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pg-cdc/mcp-inspector-$version}"
+dir="${PGCDC_MCP_INSPECTOR_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/pg-cdc/mcp-inspector-$version}"
 bin="$dir/node_modules/.bin/mcp-inspector"
 
 for tool in node npm; do
@@ -30,8 +30,16 @@ if [ -x "$bin" ] && [ -f "$dir/.installed-$version" ]; then
 fi
 
 mkdir -p "$dir"
+# One install at a time (test binaries run in parallel).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$dir.lock"
+  flock 9
+  if [ -x "$bin" ] && [ -f "$dir/.installed-$version" ]; then
+    echo "$bin"
+    exit 0
+  fi
+fi
 echo "ensure-mcp-inspector: installing @modelcontextprotocol/inspector@$version into $dir" >&2
-# A private HOME: the inspector and npm write config and caches there.
 if ! (cd "$dir" && npm install --no-audit --no-fund --loglevel=error --engine-strict=false \
   --prefix "$dir" "@modelcontextprotocol/inspector@$version" >&2); then
   echo "ensure-mcp-inspector: npm install failed" >&2

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,18 @@ func ensureInspector(t *testing.T) string {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("the inspector tests run node: not in -short")
 	}
+	bin, msg := installInspector()
+	if msg != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// installInspector runs the setup script once per test binary.
+var installInspector = sync.OnceValues(func() (bin, failure string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
@@ -41,14 +54,10 @@ func ensureInspector(t *testing.T) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		msg := fmt.Sprintf("ensure-mcp-inspector.sh: %v\n%s", err, stderr.String())
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		return "", fmt.Sprintf("ensure-mcp-inspector.sh: %v\n%s", err, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
-}
+	return strings.TrimSpace(string(out)), ""
+})
 
 // inspector runs the inspector CLI with a private HOME and returns its
 // stdout, stderr and exit code.
