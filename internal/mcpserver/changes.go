@@ -79,7 +79,7 @@ func (s *Server) changes(ctx context.Context, in ChangesInput) (ChangesOutput, e
 	for _, c := range p.Changes {
 		vals := make([]Value, len(c.Values))
 		for i, v := range c.Values {
-			vals[i] = readpath.JSONValue(v)
+			vals[i] = cell(v)
 		}
 		out.Changes = append(out.Changes, ChangeRow{Cursor: c.Cursor.String(), Op: c.Op, XID: c.XID, CommitTime: timeText(c.CommitTime), Unchanged: c.Unchanged, Values: vals})
 	}

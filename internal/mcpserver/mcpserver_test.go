@@ -999,3 +999,31 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.b.Write(p)
 }
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// TestQueryTypes: every kind of DuckDB value is a cell its schema
+// accepts, in the read path's JSON form (decimals, uuids, huge integers
+// exact).
+func TestQueryTypes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	var out QueryOutput
+	h.ok("query", map[string]any{"sql": `SELECT 1.5::DOUBLE AS d, 'nan'::DOUBLE AS nan, INTERVAL 1 DAY AS iv, [1, 2] AS l, {'a': 1, 'b': [true]} AS st,
+		MAP {'k': 1} AS m, '\x01'::BLOB AS b, 170141183460469231731687303715884105727::HUGEINT AS h, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::UUID AS u,
+		1.50::DECIMAL(5,2) AS dec, TIMESTAMPTZ '2026-01-01 00:00:00+00' AS ts, DATE '2026-01-01' AS day, NULL AS n, true AS t, [1.10::DECIMAL(4,2)] AS decs`}, &out)
+	b, _ := json.Marshal(out.Rows)
+	want := `[[1.5,"NaN",{"days":1,"micros":0,"months":0},[1,2],{"a":1,"b":[true]},[{"key":"k","value":1}],"\\x01","170141183460469231731687303715884105727","a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","1.50","2026-01-01T00:00:00Z","2026-01-01T00:00:00Z",null,true,`
+	if !strings.HasPrefix(string(b), want) {
+		t.Errorf("cells = %s\nwant prefix %s", b, want)
+	}
+	// Integers a float64 holds are numbers; beyond, strings (a JSON client
+	// and the SDK's own output check read numbers as float64).
+	h.ok("query", map[string]any{"sql": `SELECT 9007199254740991::BIGINT, -9007199254740991::BIGINT, 9007199254740993::BIGINT, (-9223372036854775808)::BIGINT,
+		18446744073709551615::UBIGINT, [9007199254740993::BIGINT], {'x': 9007199254740993::BIGINT}`}, &out)
+	if b, _ := json.Marshal(out.Rows); string(b) != `[[9007199254740991,-9007199254740991,"9007199254740993","-9223372036854775808","18446744073709551615",["9007199254740993"],{"x":"9007199254740993"}]]` {
+		t.Errorf("big integers = %s", b)
+	}
+	res := h.call("query", map[string]any{"sql": "SELECT 170141183460469231731687303715884105727::HUGEINT AS h"})
+	if got := text(res); !strings.Contains(got, `"170141183460469231731687303715884105727"`) {
+		t.Errorf("a huge integer is not exact on the wire: %s", got)
+	}
+}

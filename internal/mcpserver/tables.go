@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -364,11 +365,58 @@ func rowsOf(res *readpath.Result, limit int) rows {
 		}
 		cells := make([]Value, len(row))
 		for j, v := range row {
-			cells[j] = readpath.JSONValue(v)
+			cells[j] = cell(v)
 		}
 		out.rows = append(out.rows, cells)
 	}
 	return out
+}
+
+// maxExact is the largest integer every JSON client reads exactly (a
+// float64 holds it: JavaScript's Number.MAX_SAFE_INTEGER); the SDK itself
+// re-decodes structured output through float64.
+const maxExact = 1<<53 - 1
+
+// cell is a value as a row carries it: the read path's JSON form
+// (readpath.JSONValue), with integers beyond ±maxExact as their decimal
+// strings, at any depth, so no client reads a different number.
+func cell(v any) Value { return exact(readpath.JSONValue(v)) }
+
+func exact(v any) any {
+	switch x := v.(type) {
+	case int64:
+		if x > maxExact || x < -maxExact {
+			return strconv.FormatInt(x, 10)
+		}
+	case int:
+		return exact(int64(x))
+	case uint64:
+		if x > maxExact {
+			return strconv.FormatUint(x, 10)
+		}
+	case uint:
+		return exact(uint64(x))
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return exact(i)
+		}
+		if !strings.ContainsAny(string(x), ".eE") {
+			return string(x) // beyond int64: HUGEINT, UHUGEINT, BIGNUM
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = exact(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = exact(e)
+		}
+		return out
+	}
+	return v
 }
 
 type SampleInput struct {
