@@ -100,7 +100,7 @@ func lookup(r *http.Request, m *manifest.Manifest, name string) (string, *manife
 		return "", nil, &apiError{p: problem{Status: http.StatusNotFound, Code: "ambiguous_table", Parameter: "table", Closest: found,
 			Detail: "table " + strconv.Quote(trimmed(name)) + " is in several schemas; name it as schema.table: " + strings.Join(found, ", ")}}
 	}
-	return "", nil, &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: closest(name, names),
+	return "", nil, &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
 		Detail: "no captured table " + strconv.Quote(trimmed(name)) + " (GET /v1/tables lists them)"}}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/pg-cdc/pg-cdc/internal/changefeed"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
@@ -133,52 +132,4 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return nil
 }
 
-// closest returns up to three of names nearest to name by edit distance
-// (case-insensitive), nearest first, within a third of its length.
-func closest(name string, names []string) []string {
-	type cand struct {
-		n string
-		d int
-	}
-	var cs []cand
-	limit := max(2, len(name)/3)
-	for _, n := range names {
-		if d := distance(strings.ToLower(name), strings.ToLower(n)); d <= limit {
-			cs = append(cs, cand{n, d})
-		}
-	}
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && (cs[j].d < cs[j-1].d || cs[j].d == cs[j-1].d && cs[j].n < cs[j-1].n); j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
-	var out []string
-	for i := 0; i < len(cs) && i < 3; i++ {
-		out = append(out, cs[i].n)
-	}
-	return out
-}
 
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 256 || len(rb) > 256 {
-		return 1 << 30
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}

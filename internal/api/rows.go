@@ -266,7 +266,7 @@ func projection(s string, cols []readpath.Column) ([]readpath.Column, []string, 
 		case n == "":
 			return nil, nil, bad("bad_columns", "columns", "columns %q: an empty name; want names separated by commas", trimmed(s))
 		case i < 0:
-			return nil, nil, &apiError{p: problem{Status: http.StatusBadRequest, Code: "unknown_column", Parameter: "columns", Closest: closest(n, names),
+			return nil, nil, &apiError{p: problem{Status: http.StatusBadRequest, Code: "unknown_column", Parameter: "columns", Closest: readpath.Closest(n, names),
 				Detail: fmt.Sprintf("columns: the table has no column %q", trimmed(n))}}
 		case slices.Contains(asked, n):
 			return nil, nil, bad("bad_columns", "columns", "columns: %q is named twice", n)

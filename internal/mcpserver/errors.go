@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,63 +59,9 @@ func lookupTable(m *manifest.Manifest, name string) (string, *manifest.Table, er
 	case 1:
 		return found[0], m.Tables[found[0]], nil
 	case 0:
-		return "", nil, fmt.Errorf("table %q is not captured at version %d%s; list_tables lists the tables", name, m.Version, closest(name, slices.Collect(maps.Keys(m.Tables))))
+		return "", nil, fmt.Errorf("table %q is not captured at version %d%s; list_tables lists the tables", name, m.Version, readpath.DidYouMean(readpath.Closest(name, slices.Sorted(maps.Keys(m.Tables)))))
 	}
 	return "", nil, fmt.Errorf("table %q is ambiguous: %s have it; name it with its schema", name, strings.Join(found, ", "))
 }
 
-// closest is "; did you mean a, b or c?" for up to three of keys close to
-// name (by edit distance, ignoring case, to the key or its table part), or
-// "".
-func closest(name string, keys []string) string {
-	type candidate struct {
-		key  string
-		dist int
-	}
-	var cs []candidate
-	low := strings.ToLower(name)
-	for _, key := range keys {
-		k := strings.ToLower(key)
-		d := distance(low, k)
-		if _, table, ok := strings.Cut(k, "."); ok {
-			d = min(d, distance(low, table))
-		}
-		if d <= max(2, len(name)/2) {
-			cs = append(cs, candidate{key, d})
-		}
-	}
-	if len(cs) == 0 {
-		return ""
-	}
-	slices.SortFunc(cs, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmp.Compare(a.key, b.key)) })
-	var names []string
-	for _, c := range cs[:min(3, len(cs))] {
-		names = append(names, c.key)
-	}
-	if len(names) == 1 {
-		return "; did you mean " + names[0] + "?"
-	}
-	return "; did you mean " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1] + "?"
-}
 
-// distance is the Levenshtein distance of a and b, by runes.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
