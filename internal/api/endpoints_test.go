@@ -84,7 +84,7 @@ func TestTables(t *testing.T) {
 	}
 	p := e.get("/v1/tables/public.ordrs", 404)
 	problemCode(t, p, "unknown_table")
-	if fmt.Sprint(p["closest"]) != "[public.orders]" {
+	if fmt.Sprint(p["closest"]) != "[public.orders shop.orders]" {
 		t.Errorf("closest %v", p["closest"])
 	}
 	for _, path := range []string{"/v1/tables/..%2f..%2fetc%2fpasswd", "/v1/tables/%2e%2e", "/v1/tables/public.orders%00", "/v1/tables/" + url.PathEscape(`public"; DROP TABLE x; --`) + "/rows"} {

@@ -131,5 +131,3 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	}
 	return nil
 }
-
-

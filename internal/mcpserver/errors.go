@@ -63,5 +63,3 @@ func lookupTable(m *manifest.Manifest, name string) (string, *manifest.Table, er
 	}
 	return "", nil, fmt.Errorf("table %q is ambiguous: %s have it; name it with its schema", name, strings.Join(found, ", "))
 }
-
-

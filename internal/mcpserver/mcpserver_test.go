@@ -661,7 +661,7 @@ func TestResources(t *testing.T) {
 	if ts.Name != "public.orders" || len(ts.Columns) != 5 || len(ts.SchemaVersions) != 2 {
 		t.Errorf("schema resource = %+v", ts)
 	}
-	if _, err := h.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "pgcdc://tables/public.nope/schema"}); err == nil || !strings.Contains(err.Error(), "did you mean") {
+	if _, err := h.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "pgcdc://tables/public.ordrs/schema"}); err == nil || !strings.Contains(err.Error(), "did you mean public.orders") {
 		t.Errorf("unknown table's schema: %v", err)
 	}
 	if _, err := h.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "pgcdc://elsewhere"}); err == nil {

@@ -9,7 +9,8 @@ import (
 // Closest returns up to three of names nearest to name, nearest first:
 // the suggestions of an error for an unknown table or column. Distance is
 // Levenshtein's over runes, ignoring case; a table key ("schema.table") is
-// also compared by its table part, so "ordr" finds public.orders. A name
+// also compared by its table part with the asked name's, so "ordr" and
+// "public.ordr" find public.orders. A name
 // further than a third of the asked one's length (at least 2) is not
 // suggested.
 func Closest(name string, names []string) []string {
@@ -18,13 +19,17 @@ func Closest(name string, names []string) []string {
 		dist int
 	}
 	low := strings.ToLower(name)
+	lowTable := low
+	if _, t, ok := strings.Cut(low, "."); ok {
+		lowTable = t
+	}
 	limit := max(2, len([]rune(name))/3)
 	var cs []candidate
 	for _, n := range names {
 		k := strings.ToLower(n)
 		d := distance(low, k)
 		if _, table, ok := strings.Cut(k, "."); ok {
-			d = min(d, distance(low, table))
+			d = min(d, distance(lowTable, table))
 		}
 		if d <= limit {
 			cs = append(cs, candidate{n, d})

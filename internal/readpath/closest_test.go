@@ -13,7 +13,7 @@ func TestClosest(t *testing.T) {
 		want []string
 	}{
 		{"ordrs", []string{"public.orders", "shop.orders"}},
-		{"public.ordes", []string{"public.orders"}},
+		{"public.ordes", []string{"public.orders", "shop.orders"}},
 		{"CUSTOMER", []string{"public.customers"}},
 		{"zzzz", []string{}},
 		{strings.Repeat("x", 300), []string{}},
