@@ -197,7 +197,10 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) error {
 		out.Changes[i] = o
 	}
 	rec := access.RecordFrom(r.Context())
-	rec.Point, rec.Rows, rec.Truncated = ps["after"], int64(len(p.Changes)), p.More
+	if ps["after"] != "" {
+		rec.Filters = append(rec.Filters, "after:"+ps["after"]) // a cursor, not an as-of point
+	}
+	rec.Rows, rec.Truncated = int64(len(p.Changes)), p.More
 	return writeJSON(w, out)
 }
 
