@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,14 +120,19 @@ func TestReadBench(t *testing.T) {
 		}
 		return strings.Join(out, "\n"), time.Since(began)
 	}
+	// median is the median wall time of 7 runs; cpu their mean CPU time
+	// (user + system, all threads): on a shared machine the steadier one.
+	var cpu time.Duration
 	median := func(db *sql.DB, q string) (string, time.Duration) {
 		var ds []time.Duration
 		var got string
+		before := cpuTime()
 		for range 7 {
 			var d time.Duration
 			got, d = answer(db, q)
 			ds = append(ds, d)
 		}
+		cpu = (cpuTime() - before) / 7
 		slices.Sort(ds)
 		return got, ds[len(ds)/2]
 	}
@@ -144,16 +150,28 @@ func TestReadBench(t *testing.T) {
 			}
 		}
 		got, d := median(db, qq.sql)
+		cv := cpu
 		if only != "" {
 			t.Logf("%-7s view %8.2f ms  VmHWM %d MiB", qq.key, float64(d.Microseconds())/1000, hwm()>>20)
 			continue
 		}
 		want, dr := median(ref, qq.sql)
+		cr := cpu
 		if got != want {
 			t.Errorf("%s: the view answers %q, the pre-merged copy %q", qq.key, got, want)
 		}
-		t.Logf("%-7s view %8.2f ms  pre-merged %7.2f ms  %6.2f×", qq.key, float64(d.Microseconds())/1000, float64(dr.Microseconds())/1000, float64(d)/float64(dr))
+		t.Logf("%-7s wall: view %8.2f ms  pre-merged %7.2f ms  %6.2f× | cpu: view %8.2f ms  pre-merged %7.2f ms  %6.2f×", qq.key,
+			ms(d), ms(dr), float64(d)/float64(dr), ms(cv), ms(cr), float64(cv)/float64(cr))
 	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cpuTime is this process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // hwm is this process's VmHWM in bytes.

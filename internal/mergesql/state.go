@@ -135,7 +135,7 @@ func keyed(src *source, pk []string, wm watermark, base *manifest.Base) string {
 		return touched
 	}
 	untouched := fmt.Sprintf(`SELECT %s FROM (%s) b
-  ANTI JOIN (SELECT DISTINCT %s FROM (%s) WHERE __op <> 'T') dk USING (%s)%s
+  ANTI JOIN (SELECT %s FROM (%s) WHERE __op <> 'T') dk USING (%s)%s
   WHERE __op <> 'D' AND %s`, strings.Join(cols, ", "), src.base, keyList, src.deltas, keyList, wm.from, wm.keep)
 	return untouched + "\nUNION ALL\n" + touched
 }
@@ -152,16 +152,22 @@ func keyed(src *source, pk []string, wm watermark, base *manifest.Base) string {
 // query put together, while the fill is needed only for the few winners
 // that list a column as unchanged.
 //
-//   - d: the deltas' rows but T (a T only sets the watermark);
 //   - need: the keys whose base row can matter — one that a delta row of
 //     the key might not be newer than (an __lsn at or before the base's
 //     max_lsn: a replay of what the base folded), or one whose fill might
 //     reach the base (a delta row lists a column as unchanged). For any
 //     other key the newest delta row wins and sends every column, so its
 //     base row is not read: mostly none is, and the base scan of this part
-//     stops at once (an empty SEMI JOIN side);
+//     stops at once (an empty SEMI JOIN side). need reads the deltas' key,
+//     __lsn and __unchanged columns on its own: a scan of a few narrow
+//     columns costs less than holding all of them in one more CTE. It
+//     relies on manifest.Base.MaxLSN being at or after every base row's
+//     __lsn (a snapshot's LSN; compaction's newest folded __lsn); a base
+//     without one (0) reads the base row of every touched key;
 //   - v: every version of the touched keys that survives the truncate
-//     watermark, with __pos (its order) and __rid (a row id: identical
+//     watermark (the deltas' rows but T, which only set the watermark, and
+//     the base rows of need), materialized once (so __rid is one row id
+//     for all its readers), with __pos (its order) and __rid (identical
 //     duplicates of the winning version tie on __pos, and one must win);
 //   - w: the winner of each key (the version of the arg_max row id);
 //   - s, f: for the winners that list a column as unchanged, the start of
@@ -179,14 +185,13 @@ func mergeTouched(src *source, keys []string, wm watermark, base *manifest.Base)
 		wKeys = append(wKeys, "w."+k)
 	}
 	var ctes []string
-	ctes = append(ctes, "d AS MATERIALIZED (SELECT * FROM ("+src.deltas+") WHERE __op <> 'T')")
-	versions := "SELECT * FROM d"
+	versions := "SELECT * FROM (" + src.deltas + ") WHERE __op <> 'T'"
 	if src.base != "" {
 		cond := "true" // without a known max_lsn, every base row of the touched keys
 		if base != nil && base.MaxLSN != 0 {
 			cond = fmt.Sprintf("__lsn <= %d OR len(__unchanged) > 0", int64(base.MaxLSN))
 		}
-		ctes = append(ctes, fmt.Sprintf("need AS (SELECT DISTINCT %s FROM d WHERE %s)", keyList, cond))
+		ctes = append(ctes, fmt.Sprintf("need AS (SELECT %s FROM (%s) WHERE __op <> 'T' AND (%s))", keyList, src.deltas, cond))
 		versions += fmt.Sprintf(" UNION ALL SELECT * FROM (%s) b SEMI JOIN need USING (%s)", src.base, keyList)
 	}
 	ctes = append(ctes,
