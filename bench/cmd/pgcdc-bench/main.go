@@ -25,6 +25,8 @@
 //   - Read path (issue 15): pg-cdc query over a base and delta epochs
 //     against DuckDB over a pre-merged copy, as of a middle epoch, its peak
 //     RSS, and the history log's bytes at one flush a second (read.go).
+//   - Serve under load (issue 16): pg-cdc serve answering 32 clients over
+//     REST and MCP while pg-cdc start streams and compacts (serve.go).
 //
 // Every consumer runs as a child process, so wall time, CPU time and peak
 // RSS come from the same place (wait4's rusage) for all of them. The
@@ -79,6 +81,14 @@ type options struct {
 	readRows   int
 	readEpochs int
 	readMeta   time.Duration
+	// serveRows, serveClients, serveDuration and serveCompaction size the
+	// serve-under-load section (serve.go).
+	serveRows       int
+	serveClients    int
+	serveDuration   time.Duration
+	serveCompaction time.Duration
+	// serveMaxConcurrent is serve.max_concurrent (pg-cdc's default 4).
+	serveMaxConcurrent int
 }
 
 func main() {
@@ -112,8 +122,13 @@ func main() {
 	flag.IntVar(&o.readRows, "read-rows", 1_000_000, "rows of the read path's table (issue 15)")
 	flag.IntVar(&o.readEpochs, "read-epochs", 10, "rounds of changes (delta epochs) on the read path's table")
 	flag.DurationVar(&o.readMeta, "read-meta-duration", 90*time.Second, "how long the history-metadata workload runs at one flush a second (0: skip)")
+	flag.IntVar(&o.serveRows, "serve-rows", 500_000, "rows of the serve-under-load table (issue 16)")
+	flag.IntVar(&o.serveClients, "serve-clients", 32, "concurrent clients of the serve-under-load section")
+	flag.DurationVar(&o.serveDuration, "serve-duration", 60*time.Second, "how long the serve-under-load clients run")
+	flag.DurationVar(&o.serveCompaction, "serve-compaction", 20*time.Second, "compaction.interval of pg-cdc start during the serve-under-load section")
+	flag.IntVar(&o.serveMaxConcurrent, "serve-max-concurrent", 4, "serve.max_concurrent of the serve-under-load section (pg-cdc's default: 4)")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve (default all)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -132,8 +147,8 @@ func main() {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 {
-		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1")
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1; --serve-rows ≥ 1000, --serve-clients ≥ 1")
 		os.Exit(2)
 	}
 

@@ -27,6 +27,7 @@ type report struct {
 	compact           *compactResult
 	lag               *lagResult
 	read              *readResult
+	serve             *serveResult
 }
 
 // Targets of issue 3.
@@ -87,6 +88,7 @@ func (r *report) render(b *bytes.Buffer) {
 	r.renderCompaction(p)
 	r.renderLag(p)
 	r.renderRead(p)
+	r.renderServe(p)
 	var missing []string
 	if !r.hasDrain("w6") {
 		missing = append(missing, "- **pgbench TPC-B mix (W6)**: not in this run (`--only w6` measures it; it needs pgbench).\n")

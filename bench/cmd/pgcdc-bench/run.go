@@ -167,6 +167,13 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		h.rep.read = res
 	}
+	if h.selected("serve") {
+		res, err := h.serveLoad(ctx)
+		if err != nil {
+			return fmt.Errorf("serve under load: %w", err)
+		}
+		h.rep.serve = res
+	}
 	h.rep.finished = time.Now()
 	return h.rep.write(o.out)
 }
