@@ -16,15 +16,15 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/mergesql"
 )
 
-// TestReadBench times the state view of a sink's public.bench table (the
+// BenchmarkReadView times the state view of a sink's public.bench table (the
 // read path benchmark's table, bench/cmd/pgcdc-bench/read.go) against a
 // pre-merged Parquet copy of the same state, with pg-cdc query's engine
-// settings (2 threads, 1 GiB). It runs only with PGCDC_READBENCH_SINK set
+// settings (2 threads, 1 GiB): go test -run ^$ -bench ReadView, with PGCDC_READBENCH_SINK set
 // to a filesystem sink (say one kept by make bench BENCH_FLAGS="--only read
 // --keep --dir …"); PGCDC_READBENCH_EXPLAIN=1 prints EXPLAIN ANALYZE,
 // PGCDC_READBENCH_ASOF=1 reads as of the middle delta's newest LSN,
 // PGCDC_READBENCH_ONLY=count|filter runs one query (for its peak RSS).
-func TestReadBench(t *testing.T) {
+func BenchmarkReadView(t *testing.B) {
 	root := os.Getenv("PGCDC_READBENCH_SINK")
 	if root == "" {
 		t.Skip("PGCDC_READBENCH_SINK is not set")
