@@ -87,7 +87,7 @@ func TestDependencyDirection(t *testing.T) {
 	// streaming internals.
 	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
 		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
-		"internal/query", "internal/refs", "internal/serve", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/metrics"}
+		"internal/query", "internal/refs", "internal/serve", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/metrics", "internal/events"}
 	for _, d := range imports[mod+"cmd/pg-cdc"] {
 		if isStd(d) || d == "github.com/spf13/cobra" {
 			continue
@@ -119,7 +119,7 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	// The transports of the read path (REST, MCP, server-sent events) and
 	// its vocabulary reach the engine through ports: they link no DuckDB.
-	for _, pkg := range []string{"internal/readpath", "internal/access", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/serve"} {
+	for _, pkg := range []string{"internal/readpath", "internal/access", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/serve", "internal/events"} {
 		if _, ok := deps[mod+pkg]; !ok {
 			t.Errorf("%s: no such package; keep this list true", pkg)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/changefeed"
 	"github.com/pg-cdc/pg-cdc/internal/config"
+	"github.com/pg-cdc/pg-cdc/internal/events"
 	"github.com/pg-cdc/pg-cdc/internal/mcpserver"
 	"github.com/pg-cdc/pg-cdc/internal/metrics"
 	"github.com/pg-cdc/pg-cdc/internal/query"
@@ -26,9 +27,10 @@ func newServeCmd(app *cli) *cobra.Command {
 	var listen string
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT]",
-		Short: "Serve the sink over REST (/v1), MCP (/mcp) and metrics, from the sink alone",
+		Short: "Serve the sink over REST (/v1), server-sent events (/v1/stream), MCP (/mcp) and metrics, from the sink alone",
 		Long: `Serve the read path over HTTP: REST under /v1 (OpenAPI at /v1/openapi.json),
-MCP over streamable HTTP at /mcp, /metrics, /livez and /readyz. It reads
+server-sent events at /v1/stream/status and /v1/stream/changes, MCP over
+streamable HTTP at /mcp, /metrics, /livez and /readyz. It reads
 only the sink (no source credentials) and follows new versions as the
 daemon commits them. A listen address other than loopback needs
 serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
@@ -49,6 +51,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 			StaleAfter: cfg.Serve.StaleAfter})
 		mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, MaxRows: cfg.Query.MaxRows,
 			Version: version})
+		streams := events.New(events.Options{Reader: r, Feed: feed, StaleAfter: cfg.Serve.StaleAfter, Log: log})
 		observer, metricsHandler := metrics.NewServeEndpoint(version)
 		srv, err := serve.New(serve.Options{
 			Listen: cfg.Serve.Listen, Tokens: tokens,
@@ -57,6 +60,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 			// A response may take the query's whole time, and then be written.
 			WriteTimeout: cfg.Query.Timeout + 30*time.Second,
 			REST:         rest,
+			Events:       streams,
 			MCP: mcp.Handler(mcpserver.HTTPOptions{AllowedHosts: allowedHosts(cfg.Serve),
 				AllowedOrigins: cfg.Serve.AllowedOrigins, MaxBodyBytes: cfg.Serve.MaxBodyBytes}),
 			Metrics:  metricsHandler,
@@ -71,7 +75,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 		if err != nil {
 			return err
 		}
-		log.Info("serving the sink", "addr", ln.Addr().String(), "rest", "/v1", "mcp", "/mcp",
+		log.Info("serving the sink", "addr", ln.Addr().String(), "rest", "/v1", "events", "/v1/stream", "mcp", "/mcp",
 			"tokens", len(tokens))
 		return srv.Serve(ctx, ln)
 	})

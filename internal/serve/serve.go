@@ -43,15 +43,21 @@ type Options struct {
 	// MaxBodyBytes caps a request body (0: DefaultMaxBody).
 	MaxBodyBytes int64
 	// WriteTimeout bounds writing a response (0: DefaultWriteTimeout); it
-	// must exceed the query timeout. Event streams are exempt.
+	// must exceed the query timeout. Event streams are exempt: each of
+	// their writes has WriteTimeout of its own instead.
 	WriteTimeout time.Duration
 
 	// REST is mounted at /v1/, MCP at /mcp; Metrics at /metrics; Livez and
 	// Readyz answer the probes (nil: 200).
 	REST, MCP, Metrics http.Handler
-	Ready              func(ctx context.Context) error
-	Observer           Observer
-	Log                *slog.Logger
+	// Events (server-sent events, internal/events) is mounted at
+	// /v1/stream/: authenticated, rate-limited and audited like REST, but
+	// holding no concurrency slot (a stream lasts as long as its client)
+	// and exempt from the read and write timeouts.
+	Events   http.Handler
+	Ready    func(ctx context.Context) error
+	Observer Observer
+	Log      *slog.Logger
 }
 
 // Defaults of Options.
@@ -126,13 +132,17 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if s.o.Metrics != nil {
-		mux.Handle("GET /metrics", s.authed(access.SurfaceREST, false, s.o.Metrics))
+		mux.Handle("GET /metrics", s.authed(access.SurfaceREST, kindPlain, s.o.Metrics))
 	}
 	if s.o.REST != nil {
-		mux.Handle("/v1/", s.authed(access.SurfaceREST, true, s.o.REST))
+		mux.Handle("/v1/", s.authed(access.SurfaceREST, kindSurface, s.o.REST))
+	}
+	if s.o.Events != nil {
+		// More specific than /v1/: the mux routes streams here.
+		mux.Handle("/v1/stream/", s.authed(access.SurfaceSSE, kindStream, s.o.Events))
 	}
 	if s.o.MCP != nil {
-		mux.Handle("/mcp", s.authed(access.SurfaceMCP, true, s.o.MCP))
+		mux.Handle("/mcp", s.authed(access.SurfaceMCP, kindSurface, s.o.MCP))
 	}
 	return s.limited(mux)
 }
@@ -150,9 +160,20 @@ func (s *Server) limited(next http.Handler) http.Handler {
 	})
 }
 
+// Kinds of a route for authed.
+type kind int
+
+const (
+	kindPlain   kind = iota // authenticated only (metrics)
+	kindSurface             // rate-limited, one concurrency slot, audited
+	kindStream              // an event stream: rate-limited and audited, no slot, no timeouts
+)
+
 // authed authenticates, then (for a surface) rate-limits, takes a
-// concurrency slot and writes the request's audit record.
-func (s *Server) authed(surface string, isSurface bool, next http.Handler) http.Handler {
+// concurrency slot (not for a stream) and writes the request's audit
+// record.
+func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler {
+	isSurface := k != kindPlain
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.principal(r)
 		if !ok {
@@ -174,17 +195,23 @@ func (s *Server) authed(surface string, isSurface bool, next http.Handler) http.
 				fmt.Sprintf("principal %s is over its rate limit (%g requests/s, bursts of %d)", p, s.o.RatePerSecond, s.o.Burst))
 			return
 		}
-		release, ok := s.acquire(ctx)
-		if !ok {
-			w.Header().Set("Retry-After", "1")
-			problem(w, http.StatusServiceUnavailable, "busy", "Server busy",
-				fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent))
-			return
+		if k != kindStream {
+			release, ok := s.acquire(ctx)
+			if !ok {
+				w.Header().Set("Retry-After", "1")
+				problem(w, http.StatusServiceUnavailable, "busy", "Server busy",
+					fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent))
+				return
+			}
+			defer release()
 		}
-		defer release()
 		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r.WithContext(access.WithRecord(ctx, rec)))
+		var out http.ResponseWriter = sw
+		if k == kindStream {
+			out = newStreamWriter(sw, s.o.WriteTimeout)
+		}
+		next.ServeHTTP(out, r.WithContext(access.WithRecord(ctx, rec)))
 		rec.Status, rec.Duration = sw.status, time.Since(rec.Started)
 		if s.o.Observer != nil {
 			s.o.Observer.Request(surface, rec.Status, rec.Duration)
@@ -270,6 +297,48 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// streamWriter is an event stream's writer: each write and flush gets a
+// write deadline of its own, WriteTimeout from now, in place of the
+// server's (which runs from the request's start and would cut every stream
+// off). A client that stops reading is still cut off, one write timeout
+// after. (ReadTimeout needs nothing: net/http clears the read deadline
+// once a request without a body is read, for its background read.)
+type streamWriter struct {
+	*statusWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func newStreamWriter(sw *statusWriter, timeout time.Duration) *streamWriter {
+	w := &streamWriter{statusWriter: sw, rc: http.NewResponseController(sw.ResponseWriter), timeout: timeout}
+	w.extend()
+	return w
+}
+
+// extend moves the write deadline (ErrNotSupported under a recorder: no
+// deadline to move).
+func (w *streamWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	w.extend()
+	return w.statusWriter.Write(b)
+}
+
+func (w *streamWriter) WriteHeader(code int) {
+	w.extend()
+	w.statusWriter.WriteHeader(code)
+}
+
+// FlushError flushes what was written (http.ResponseController calls it).
+func (w *streamWriter) FlushError() error {
+	w.extend()
+	return w.rc.Flush()
+}
+
+func (w *streamWriter) Flush() { _ = w.FlushError() }
+
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.statusWriter }
 
 // Listen binds the listen address now, so a taken port fails at start.
 func Listen(addr string) (net.Listener, error) {
