@@ -89,6 +89,9 @@ func (app *cli) onCapture(open bool, fn command) func(*cobra.Command, []string) 
 		if err != nil {
 			return err
 		}
+		if err := cfg.RequireSource(); err != nil {
+			return cdc.Usage(err)
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		c, err := newCapture(ctx, cfg, newLogger(cfg, cmd.ErrOrStderr()))

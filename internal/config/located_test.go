@@ -93,8 +93,6 @@ func TestValidationErrorPlaces(t *testing.T) {
 			`f.yml:3: source.postgres.url: want a postgres:// or postgresql:// URL, got scheme "mysql"`},
 		{"url from env never shown", "", []string{"PGCDC_SOURCE_POSTGRES_URL=postgresql://u:s3cr3t#@h/db"},
 			`environment variable PGCDC_SOURCE_POSTGRES_URL (source.postgres.url): contains "#": percent-encode it as %23 (most likely in the password)`},
-		{"url required", "log:\n  level: warn\n", nil,
-			"source.postgres.url: required (a postgresql:// URL)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -154,7 +154,10 @@ func (p *problems) seconds(key string, d time.Duration, zeroIsOff bool) {
 
 func (c Config) validateSource(p *problems) {
 	pg := c.Source.Postgres
-	if err := validatePostgresURL(pg.URL); err != nil {
+	if pg.URL == "" {
+		// The read path's commands (query, serve, mcp, …) need only the
+		// sink; the others ask for the source with RequireSource.
+	} else if err := validatePostgresURL(pg.URL); err != nil {
 		p.wrap("source.postgres.url", nil, err) // nil: the URL is never shown
 	} else if pg.IAMAuth {
 		if err := validateIAMURL(pg.URL); err != nil {
@@ -428,6 +431,16 @@ func (c Config) validateLog(p *problems) {
 	default:
 		p.got("log.format", c.Log.Format, "want text or json")
 	}
+}
+
+// RequireSource is the error of a command that reads the source when
+// source.postgres.url is not set (nil when it is): the read path's
+// commands run without it, so Parse accepts a configuration without one.
+func (c Config) RequireSource() error {
+	if c.Source.Postgres.URL != "" {
+		return nil
+	}
+	return &FieldError{Key: "source.postgres.url", Problem: "required (a postgresql:// URL) by every command that reads the source; only query, diff, refs, promote, serve and mcp run without it"}
 }
 
 // validatePostgresURL accepts postgres:// and postgresql:// URLs. Its errors

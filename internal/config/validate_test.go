@@ -52,7 +52,6 @@ func TestValidateErrors(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{"url required", func(c *Config) { c.Source.Postgres.URL = "" }, "source.postgres.url: required"},
 		{"url scheme", func(c *Config) { c.Source.Postgres.URL = "mysql://h/db" }, `source.postgres.url: want a postgres:// or postgresql:// URL, got scheme "mysql"`},
 		{"url keyword form", func(c *Config) { c.Source.Postgres.URL = "host=h dbname=db" }, "source.postgres.url: want a postgres://"},
 		{"url bad port", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:pw@h:port/db" }, "source.postgres.url: not a valid URL"},
@@ -161,5 +160,22 @@ func TestValidateReportsAll(t *testing.T) {
 	err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), "flush.max_rows") || !strings.Contains(err.Error(), "log.level") {
 		t.Fatalf("got %v, want both problems", err)
+	}
+}
+
+// TestRequireSource: a configuration without a source URL is valid (the
+// read path's commands need only the sink), and RequireSource is the
+// error of the commands that read the source, naming the key.
+func TestRequireSource(t *testing.T) {
+	c := valid()
+	c.Source.Postgres.URL = ""
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate without a source URL: %v", err)
+	}
+	if err := c.RequireSource(); err == nil || !strings.HasPrefix(err.Error(), "source.postgres.url: required") {
+		t.Errorf("RequireSource = %v", err)
+	}
+	if err := valid().RequireSource(); err != nil {
+		t.Errorf("RequireSource with a URL = %v", err)
 	}
 }
