@@ -49,8 +49,9 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 		feed := changefeed.New(r, r.History())
 		rest := api.New(api.Options{Reader: r, Feed: feed, Log: log, MaxRows: cfg.Query.MaxRows, Version: version,
 			StaleAfter: cfg.Serve.StaleAfter})
-		mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, MaxRows: cfg.Query.MaxRows,
-			Version: version})
+		// MCP keeps its own row cap (mcpserver.DefaultMaxRows): a tool's
+		// result goes into an agent's context, query.max_rows into a file.
+		mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, Version: version})
 		streams := events.New(events.Options{Reader: r, Feed: feed, StaleAfter: cfg.Serve.StaleAfter, Log: log})
 		observer, metricsHandler := metrics.NewServeEndpoint(version)
 		srv, err := serve.New(serve.Options{
@@ -134,8 +135,7 @@ logs go to stderr, never stdout. See docs/serve.md.`,
 	cmd.RunE = app.onReader(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		feed := changefeed.New(r, r.History())
-		s := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, MaxRows: cfg.Query.MaxRows,
-			Version: version})
+		s := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, Version: version})
 		return s.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 	})
 	return cmd

@@ -78,6 +78,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
+
+	// streams ends every event stream when the server shuts down: the
+	// requests' own contexts outlive the stop request, so that running
+	// requests finish, but a stream would never finish by itself.
+	streams     context.Context
+	stopStreams context.CancelFunc
 }
 
 // ErrNeedsTokens: a bind beyond loopback without tokens.
@@ -102,6 +108,7 @@ func New(o Options) (*Server, error) {
 	o.MaxBodyBytes = cmpOr(o.MaxBodyBytes, DefaultMaxBody)
 	o.WriteTimeout = cmpOr(o.WriteTimeout, DefaultWriteTimeout)
 	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{}}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s, nil
 }
@@ -195,17 +202,26 @@ func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler 
 				fmt.Sprintf("principal %s is over its rate limit (%g requests/s, bursts of %d)", p, s.o.RatePerSecond, s.o.Burst))
 			return
 		}
-		if k != kindStream {
+		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
+		if k == kindStream {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(s.streams, cancel)()
+		} else {
 			release, ok := s.acquire(ctx)
 			if !ok {
 				w.Header().Set("Retry-After", "1")
-				problem(w, http.StatusServiceUnavailable, "busy", "Server busy",
-					fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent))
+				detail := fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent)
+				problem(w, http.StatusServiceUnavailable, "busy", "Server busy", detail)
+				rec.Status, rec.Error, rec.Duration = http.StatusServiceUnavailable, detail, time.Since(rec.Started)
+				if surface != access.SurfaceMCP {
+					rec.Log(s.o.Log)
+				}
 				return
 			}
 			defer release()
 		}
-		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var out http.ResponseWriter = sw
 		if k == kindStream {
@@ -360,8 +376,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.o.Log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests do not inherit the stop request: Shutdown lets the
+		// running ones finish (up to five seconds); streams end at once.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	srv.RegisterOnShutdown(s.stopStreams)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

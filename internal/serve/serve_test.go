@@ -271,3 +271,49 @@ func TestParseTokens(t *testing.T) {
 		t.Errorf("a name in both: %v", err)
 	}
 }
+
+// TestShutdownLetsRequestsFinish: a stop request lets a running request
+// finish and answer (it does not inherit the stop), while new connections
+// are refused.
+func TestShutdownLetsRequestsFinish(t *testing.T) {
+	hold := make(chan struct{})
+	s, err := New(Options{Listen: "127.0.0.1:0", REST: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-hold
+		if err := r.Context().Err(); err != nil {
+			http.Error(w, "cancelled: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "done")
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/v1/slow")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	time.Sleep(200 * time.Millisecond) // the request is running
+	stop()
+	time.Sleep(200 * time.Millisecond) // Shutdown has begun
+	close(hold)
+	if g := <-got; g != "200 done" {
+		t.Errorf("a request running at the stop: %q, want it answered", g)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
