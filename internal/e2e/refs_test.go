@@ -32,6 +32,7 @@ var refsTables = []string{"public.customers", "public.items", "public.ledger", "
 // makes the next promotion breaking, refused (exit 2) until --force, and
 // audited; a lost refs file is written again by the next flush.
 func TestRefsManualPromotion(t *testing.T) {
+	waitBound(t) // mostly waiting for flushes and the follower
 	e := newEnv(t, envOptions{extraYAML: "promotion:\n  mode: manual\n"})
 	seed(t, e, 60, 80)
 	e.exec(`CREATE TABLE ledger (id int PRIMARY KEY, v text NOT NULL);
