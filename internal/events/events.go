@@ -444,7 +444,7 @@ func changeOf(table string, p *changefeed.Page, ch changefeed.Change) change {
 	}
 	for i, col := range p.Columns {
 		if i < len(ch.Values) {
-			o.Row[col.Name] = jsonValue(ch.Values[i], col.Type)
+			o.Row[col.Name] = readpath.WireValue(ch.Values[i], col.Type)
 		}
 	}
 	return o
@@ -475,7 +475,7 @@ func lookup(m *manifest.Manifest, name string) (string, error) {
 		names = append(names, key)
 	}
 	slices.Sort(names)
-	return "", &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: closest(name, names),
+	return "", &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
 		Detail: "no captured table " + strconv.Quote(trimmed(name)) + " (GET /v1/tables lists them)"}}
 }
 

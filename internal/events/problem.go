@@ -2,12 +2,9 @@ package events
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/access"
 	"github.com/pg-cdc/pg-cdc/internal/changefeed"
@@ -86,88 +83,4 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(p)
-}
-
-// jsonValue is a value as the REST API's JSON holds it (docs/api.md):
-// integers as numbers, decimals and UUIDs as strings, timestamps in RFC
-// 3339 (UTC), dates as YYYY-MM-DD, times as HH:MM:SS[.ffffff], bytes in
-// base64, lists as arrays and structs as objects; the rest as the read
-// path's JSON form. (The same rules as internal/api's.)
-func jsonValue(v any, typ string) any {
-	switch x := v.(type) {
-	case []byte:
-		return base64.StdEncoding.EncodeToString(x)
-	case time.Time:
-		switch {
-		case typ == "DATE":
-			return x.Format("2006-01-02")
-		case strings.HasPrefix(typ, "TIME") && !strings.HasPrefix(typ, "TIMESTAMP"):
-			return x.Format("15:04:05.999999")
-		}
-		return x.UTC().Format(time.RFC3339Nano)
-	case []any:
-		out := make([]any, len(x))
-		elem := strings.TrimSuffix(typ, "[]")
-		for i, e := range x {
-			out[i] = jsonValue(e, elem)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = jsonValue(e, "")
-		}
-		return out
-	}
-	return readpath.JSONValue(v)
-}
-
-// closest returns up to three of names nearest to name by edit distance
-// (case-insensitive), nearest first, within a third of its length.
-func closest(name string, names []string) []string {
-	type cand struct {
-		n string
-		d int
-	}
-	var cs []cand
-	limit := max(2, len(name)/3)
-	for _, n := range names {
-		if d := distance(strings.ToLower(name), strings.ToLower(n)); d <= limit {
-			cs = append(cs, cand{n, d})
-		}
-	}
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && (cs[j].d < cs[j-1].d || cs[j].d == cs[j-1].d && cs[j].n < cs[j-1].n); j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
-	var out []string
-	for i := 0; i < len(cs) && i < 3; i++ {
-		out = append(out, cs[i].n)
-	}
-	return out
-}
-
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 256 || len(rb) > 256 {
-		return 1 << 30
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
