@@ -182,17 +182,32 @@ func TestRetryLoop(t *testing.T) {
 		t.Errorf("a stop request during the backoff: %v, want a clean stop", err)
 	}
 
-	// The server ends the connection while the drain's last flush runs:
-	// the stop is still the stop asked for, never retried.
+	// The server ended the connection during the drain's last flush, and
+	// only the status confirming it failed (everything received is
+	// durable): the stop asked for, never retried.
 	calls = 0
+	unconfirmed := fmt.Errorf("send standby status: %w", unconfirmedFailure{transient})
 	draining := &retryLoop{policy: policy, mc: &fakeManifest{m: &manifest.Manifest{}}, log: slog.New(slog.DiscardHandler),
 		ended:   func(error, time.Duration, int) { t.Error("a failure after the stop request was retried") },
-		session: func(context.Context) error { calls++; return transient }}
+		session: func(context.Context) error { calls++; return unconfirmed }}
 	if err := draining.run(canceled()); err != nil || calls != 1 {
-		t.Errorf("a transient failure during the drain: %v after %d sessions, want a clean stop after 1", err, calls)
+		t.Errorf("an unsent confirmation during the drain: %v after %d sessions, want a clean stop after 1", err, calls)
+	}
+	// Any other failure of the drain (something was still buffered) is
+	// reported as it is.
+	if err := (&retryLoop{policy: policy, mc: &fakeManifest{m: &manifest.Manifest{}}, log: slog.New(slog.DiscardHandler),
+		session: func(context.Context) error { return transient }}).run(canceled()); !errors.Is(err, replicate.ErrSilent) {
+		t.Errorf("a transient failure with data buffered during the drain: %v, want it reported", err)
 	}
 	if err := (&retryLoop{policy: policy, mc: &fakeManifest{m: &manifest.Manifest{}}, log: slog.New(slog.DiscardHandler),
 		session: func(context.Context) error { return lost }}).run(canceled()); !errors.Is(err, cdc.ErrSlotLost) {
 		t.Errorf("a terminal failure during the drain: %v, want it reported", err)
 	}
 }
+
+// unconfirmedFailure is a session error of class replicate.ErrUnconfirmed,
+// as the service returns one.
+type unconfirmedFailure struct{ error }
+
+func (e unconfirmedFailure) Is(target error) bool { return target == replicate.ErrUnconfirmed }
+func (e unconfirmedFailure) Unwrap() error        { return e.error }

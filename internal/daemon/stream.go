@@ -69,19 +69,19 @@ func (l *retryLoop) run(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if !cdc.IsTransient(err) {
-			return err
-		}
-		if ctx.Err() != nil {
-			// Stopping, the drain met a failure it would have retried (the
-			// server ended the connection during a long flush, the sink
-			// blinked): what is durable stays durable and is confirmed at
-			// the next start, what was buffered is not confirmed and is
-			// replayed. Nothing is lost, so this is the stop it was asked
-			// for, said loudly rather than an exit 1 for a supervisor to
-			// restart.
-			l.log.Warn("stopped on request; the drain ended on a transient error, nothing is lost: the next start confirms what is durable and replays the rest", "err", err)
+		if ctx.Err() != nil && errors.Is(err, replicate.ErrUnconfirmed) {
+			// Stopping, with everything received durable in the manifest,
+			// only the standby status that confirms it failed (the server
+			// ended the connection during a long flush): nothing is
+			// buffered or lost, and the next start confirms it. This is
+			// the clean stop asked for, said loudly, not an exit 1 for a
+			// supervisor to restart. Any other failure of the drain is
+			// reported as it is.
+			l.log.Warn("stopped on request; everything received is durable, but its confirmation to PostgreSQL failed: the next start confirms it", "err", err)
 			return nil
+		}
+		if !cdc.IsTransient(err) || ctx.Err() != nil {
+			return err
 		}
 		if l.mc.Current().EndLSN > before {
 			attempt = 0 // the session made progress: this is a new failure

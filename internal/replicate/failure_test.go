@@ -210,3 +210,32 @@ func TestIdleAdvanceRateLimited(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestStatusUnsent: a standby status that cannot be sent ends the session;
+// with everything received durable (nothing open or buffered) the error
+// says so (ErrUnconfirmed), which lets a stop end cleanly; with a
+// transaction open it does not.
+func TestStatusUnsent(t *testing.T) {
+	broken := cdc.NewTransient("write: broken pipe")
+	t.Run("quiet", func(t *testing.T) {
+		h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}})
+		c1 := startLSN + 0x100
+		h.push(tx(501, c1, itemsRel(0, false), ins(itemsOID, 1, "a"))...)
+		h.waitFor("epoch 1 confirmed", func() bool { return h.confirmed() == endOf(c1) })
+		h.src.failStatus(broken)
+		h.push(keepalive(endOf(c1), true))
+		if err := h.wait(); !errors.Is(err, ErrUnconfirmed) || !errors.Is(err, broken) || !cdc.IsTransient(err) {
+			t.Errorf("Run = %v, want ErrUnconfirmed, transient, with its cause", err)
+		}
+	})
+	t.Run("transaction open", func(t *testing.T) {
+		h := start(t, options{limits: flush.Limits{Interval: time.Hour, MaxRows: 1}})
+		c1 := startLSN + 0x100
+		h.push(data(pgBegin(c1, commitTime(c1), 502), itemsRel(0, false), ins(itemsOID, 1, "a"))...)
+		h.src.failStatus(broken)
+		h.push(keepalive(c1, true))
+		if err := h.wait(); err == nil || errors.Is(err, ErrUnconfirmed) {
+			t.Errorf("Run = %v, want an error that is not ErrUnconfirmed (a transaction is open)", err)
+		}
+	})
+}

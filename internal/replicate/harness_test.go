@@ -115,6 +115,16 @@ type fakeSource struct {
 	// answerPings makes SendStatus with reply queue a keepalive, as a live
 	// walsender does.
 	answerPings bool
+	// statusErr, when set, is what SendStatus returns (a broken
+	// connection).
+	statusErr error
+}
+
+// failStatus makes every later SendStatus fail with err.
+func (s *fakeSource) failStatus(err error) {
+	s.mu.Lock()
+	s.statusErr = err
+	s.mu.Unlock()
 }
 
 func newFakeSource(store *memory.Store) *fakeSource {
@@ -180,7 +190,11 @@ func (s *fakeSource) SendStatus(_ context.Context, pos cdc.LSN, reply bool) erro
 	st := status{pos: pos, reply: reply}
 	s.mu.Lock()
 	answer := reply && s.answerPings
+	failed := s.statusErr
 	s.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
 	if answer {
 		defer s.push(Message{Keepalive: true, ServerWALEnd: pos})
 	}

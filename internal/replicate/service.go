@@ -415,8 +415,7 @@ func (s *Service) maybeIdleAdvance(ctx context.Context, now time.Time) error {
 	if now.Sub(s.lastIdle) < s.cfg.StandbyInterval {
 		return nil
 	}
-	quiet := s.cur == nil && s.streamTop == 0 && (s.epoch == nil || s.epoch.Empty()) && !s.asm.Pending()
-	pos, ok := flush.IdleAdvance(flush.IdleState{Durable: s.durable, ServerEnd: s.serverEnd, Quiet: quiet})
+	pos, ok := flush.IdleAdvance(flush.IdleState{Durable: s.durable, ServerEnd: s.serverEnd, Quiet: s.quiet()})
 	if !ok {
 		return nil
 	}
@@ -429,9 +428,33 @@ func (s *Service) maybeIdleAdvance(ctx context.Context, now time.Time) error {
 	return s.sendStatus(ctx, false)
 }
 
+// quiet reports whether nothing is buffered, spilled or in flight: no
+// transaction is open, the epoch is empty and no streamed transaction is
+// pending.
+func (s *Service) quiet() bool {
+	return s.cur == nil && s.streamTop == 0 && (s.epoch == nil || s.epoch.Empty()) && !s.asm.Pending()
+}
+
+// ErrUnconfirmed is the class of a session that ended with everything it
+// received durable in the manifest and only the standby status confirming
+// it unsent (the connection broke): nothing is lost and nothing is
+// buffered; the next session confirms it. The error keeps its own class
+// (transient) too.
+var ErrUnconfirmed = errors.New("everything received is durable; only its confirmation was not sent")
+
+// unconfirmedError marks a failed status send of a quiet session.
+type unconfirmedError struct{ error }
+
+func (e unconfirmedError) Is(target error) bool { return target == ErrUnconfirmed }
+func (e unconfirmedError) Unwrap() error        { return e.error }
+
 func (s *Service) sendStatus(ctx context.Context, reply bool) error {
 	if err := s.src.SendStatus(ctx, s.durable, reply); err != nil {
-		return fmt.Errorf("send standby status: %w", err)
+		err = fmt.Errorf("send standby status: %w", err)
+		if s.quiet() {
+			return unconfirmedError{err}
+		}
+		return err
 	}
 	s.confirmed = s.durable
 	s.lastStatus = s.now()
