@@ -21,10 +21,14 @@ import (
 
 // echo is the surface under the server in these tests: it answers with
 // the principal the server authenticated and how much body it read, and
-// fills in the audit record as a handler does.
-func echo(hold chan struct{}) http.Handler {
+// fills in the audit record as a handler does. With hold, it tells entered
+// it runs and then waits for hold to close.
+func echo(hold chan struct{}, entered ...chan<- struct{}) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hold != nil {
+			for _, e := range entered {
+				e <- struct{}{}
+			}
 			<-hold
 		}
 		n, err := io.Copy(io.Discard, r.Body)
@@ -227,8 +231,8 @@ func TestSlowHeaders(t *testing.T) {
 // TestConcurrencyCap: past serve.max_concurrent, a request waits for a
 // slot, then gets 503 with Retry-After.
 func TestConcurrencyCap(t *testing.T) {
-	hold := make(chan struct{})
-	base := start(t, Options{MaxConcurrent: 2, QueueWait: 100 * time.Millisecond, REST: echo(hold)})
+	hold, entered := make(chan struct{}), make(chan struct{}, 2)
+	base := start(t, Options{MaxConcurrent: 2, QueueWait: 100 * time.Millisecond, REST: echo(hold, entered)})
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -237,7 +241,8 @@ func TestConcurrencyCap(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // both hold their slots
+	<-entered // both hold their slots
+	<-entered
 	code, body, hdr := get(t, base+"/v1/tables", "")
 	if code != 503 || hdr.Get("Retry-After") == "" || body["code"] != "busy" {
 		t.Errorf("a third request: %d %v %v, want 503 busy with Retry-After", code, body, hdr)
@@ -276,8 +281,9 @@ func TestParseTokens(t *testing.T) {
 // finish and answer (it does not inherit the stop), while new connections
 // are refused.
 func TestShutdownLetsRequestsFinish(t *testing.T) {
-	hold := make(chan struct{})
+	hold, entered := make(chan struct{}), make(chan struct{}, 1)
 	s, err := New(Options{Listen: "127.0.0.1:0", REST: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
 		<-hold
 		if err := r.Context().Err(); err != nil {
 			http.Error(w, "cancelled: "+err.Error(), http.StatusServiceUnavailable)
@@ -306,9 +312,19 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		got <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 	}()
-	time.Sleep(200 * time.Millisecond) // the request is running
+	<-entered // the request is running
 	stop()
-	time.Sleep(200 * time.Millisecond) // Shutdown has begun
+	// Shutdown has begun once the listener refuses new connections.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the listener still accepts 10 s after the stop")
+		}
+	}
 	close(hold)
 	if g := <-got; g != "200 done" {
 		t.Errorf("a request running at the stop: %q, want it answered", g)
