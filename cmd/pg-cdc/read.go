@@ -23,6 +23,18 @@ type readCommand func(ctx context.Context, r *query.Reader, cfg config.Config, c
 // and runs fn. It needs no source: the read path never touches
 // PostgreSQL, so these commands run where only the sink is reachable.
 func (app *cli) onReader(fn readCommand) func(*cobra.Command, []string) error {
+	return app.readerCommand(false, fn)
+}
+
+// onServer is onReader for a server (serve, mcp): a request for the newest
+// version may be answered from the previous one while the newest's engine
+// builds (serve.version_grace), so a version a second does not put a
+// build in front of every request.
+func (app *cli) onServer(fn readCommand) func(*cobra.Command, []string) error {
+	return app.readerCommand(true, fn)
+}
+
+func (app *cli) readerCommand(server bool, fn readCommand) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(app.configPath)
 		if err != nil {
@@ -42,6 +54,9 @@ func (app *cli) onReader(fn readCommand) func(*cobra.Command, []string) error {
 			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
 				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
 			Log: log,
+		}
+		if server {
+			opts.Grace = cfg.Serve.VersionGrace
 		}
 		r, err := query.NewReader(opts)
 		if errors.Is(err, query.ErrCacheInUse) {

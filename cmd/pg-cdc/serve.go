@@ -37,7 +37,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "host:port to listen on (default serve.listen)")
-	cmd.RunE = app.onReader(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
+	cmd.RunE = app.onServer(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
 		if listen != "" {
 			cfg.Serve.Listen = listen
 		}
@@ -57,7 +57,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 		srv, err := serve.New(serve.Options{
 			Listen: cfg.Serve.Listen, Tokens: tokens,
 			RatePerSecond: float64(cfg.Serve.RateLimit), Burst: cfg.Serve.RateBurst,
-			MaxConcurrent: cfg.Serve.MaxConcurrent, MaxBodyBytes: cfg.Serve.MaxBodyBytes,
+			MaxConcurrent: cfg.Serve.MaxConcurrent, QueueWait: cfg.Serve.QueueWait, MaxBodyBytes: cfg.Serve.MaxBodyBytes,
 			// A response may take the query's whole time, and then be written.
 			WriteTimeout: cfg.Query.Timeout + 30*time.Second,
 			REST:         rest,
@@ -132,7 +132,7 @@ stdio, for an agent that starts pg-cdc itself. It reads only the sink;
 logs go to stderr, never stdout. See docs/serve.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.RunE = app.onReader(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
+	cmd.RunE = app.onServer(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		feed := changefeed.New(r, r.History())
 		s := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: log, Version: version})

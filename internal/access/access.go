@@ -56,6 +56,9 @@ type Record struct {
 	Error     string
 	Started   time.Time
 	Duration  time.Duration
+	// Queued is the part of Duration spent waiting for a concurrency slot
+	// (serve.max_concurrent): what an operator sizing the cap looks at.
+	Queued time.Duration
 }
 
 // Log writes r as one audit line (audit=true, like the operator actions'
@@ -89,6 +92,9 @@ func (r *Record) Log(log *slog.Logger) {
 		attrs = append(attrs, slog.Int("status", r.Status))
 	}
 	attrs = append(attrs, slog.Int64("duration_ms", r.Duration.Milliseconds()))
+	if r.Queued > 0 {
+		attrs = append(attrs, slog.Int64("queued_ms", r.Queued.Milliseconds()))
+	}
 	if r.Error != "" {
 		attrs = append(attrs, slog.String("err", r.Error))
 	}

@@ -333,8 +333,14 @@ type ServeConfig struct {
 	RateLimit int
 	RateBurst int
 	// MaxConcurrent (serve.max_concurrent) bounds the requests running at
-	// once (each may run a query). Default 4.
+	// once (each may run a query). Default 4. QueueWait (serve.queue_wait)
+	// is how long a request waits for one of them before a 503. Default 5s.
 	MaxConcurrent int
+	QueueWait     time.Duration
+	// VersionGrace (serve.version_grace) is how long after a new version
+	// lands requests for the newest may still be answered from the
+	// previous one, while the new one's engine builds. Default 10s.
+	VersionGrace time.Duration
 	// MaxBodyBytes (serve.max_body_bytes) caps a request body. Default 1 MiB.
 	MaxBodyBytes int64
 	// StaleAfter (serve.stale_after) is the freshness objective: the sink
@@ -478,7 +484,7 @@ func Default() Config {
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
-			MaxConcurrent: 4, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
+			MaxConcurrent: 4, QueueWait: 5 * time.Second, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

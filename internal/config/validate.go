@@ -375,6 +375,12 @@ func (c Config) validateServe(p *problems) {
 	if s.StaleAfter <= 0 {
 		p.got("serve.stale_after", s.StaleAfter, "must be > 0")
 	}
+	if s.QueueWait <= 0 {
+		p.got("serve.queue_wait", s.QueueWait, "must be > 0")
+	}
+	if s.VersionGrace < 0 {
+		p.got("serve.version_grace", s.VersionGrace, "must be ≥ 0 (0: every request waits for the newest version)")
+	}
 }
 
 // tokenHash is a serve token's hash as the configuration holds it.

@@ -43,7 +43,14 @@ type ReaderOptions struct {
 	// Engines is how many versions (with their bound) keep a ready engine
 	// (0: DefaultEngines).
 	Engines int
-	Log     *slog.Logger
+	// Grace lets a request for the newest version be answered from the
+	// previous one while the newest's engine builds, for at most Grace
+	// after the Reader first saw it (0: every request waits for the
+	// newest). A server sets it: with a version every second, waiting for
+	// each new engine would put a build in front of nearly every request.
+	// The answer names the version it read, which is whole either way.
+	Grace time.Duration
+	Log   *slog.Logger
 }
 
 // ErrPoint is the class of an error for a point that names nothing
@@ -72,15 +79,25 @@ type Reader struct {
 	files   blobcache.Source
 	history *manifest.History
 
+	// warm owns the background builds of Grace; Close cancels and waits.
+	warm   sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
 	engines map[string]*list.Element // key → element of lru, whose value is *engineEntry
 	lru     *list.List
+	// newest is the newest version's engine key Resolve saw, and since
+	// when (Grace).
+	newest      string
+	newestSince time.Time
 }
 
 // engineEntry is one ready engine: the views of one version (and bound),
 // the leases on the local files they read.
 type engineEntry struct {
 	key     string
+	at      At
 	ready   chan struct{} // closed once engine or err is set
 	engine  *Engine
 	paths   []string // the local files its views read
@@ -88,6 +105,20 @@ type engineEntry struct {
 	release func()
 	users   int  // requests running on it
 	evicted bool // out of the LRU: closed when the last user is done
+
+	// counts are the live rows of its views, counted once (Reader.Tables).
+	countMu sync.Mutex
+	counts  map[string]int64
+}
+
+// isReady reports whether en finished building, without an error.
+func (en *engineEntry) isReady() bool {
+	select {
+	case <-en.ready:
+		return en.err == nil
+	default:
+		return false
+	}
 }
 
 // NewReader opens the read path on a sink.
@@ -102,11 +133,16 @@ func NewReader(o ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read path: %w", err)
 	}
-	return &Reader{o: o, files: files, history: manifest.NewHistory(o.Sink), engines: map[string]*list.Element{}, lru: list.New()}, nil
+	r := &Reader{o: o, files: files, history: manifest.NewHistory(o.Sink), engines: map[string]*list.Element{}, lru: list.New()}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
 }
 
-// Close closes every engine and the file cache.
+// Close closes every engine and the file cache, after the background
+// builds (Grace) finished.
 func (r *Reader) Close() error {
+	r.cancel()
+	r.warm.Wait()
 	r.mu.Lock()
 	var entries []*engineEntry
 	for e := r.lru.Front(); e != nil; e = e.Next() {
@@ -140,7 +176,11 @@ func (r *Reader) Resolve(ctx context.Context, point string) (At, error) {
 		if err != nil {
 			return At{}, err
 		}
-		return At{Name: point, Manifest: m}, nil
+		at := At{Name: point, Manifest: m}
+		if r.o.Grace > 0 {
+			at = r.latest(at)
+		}
+		return at, nil
 	}
 	p, err := manifest.ParsePoint(point)
 	if err != nil {
@@ -270,6 +310,52 @@ func (r *Reader) forget(en *engineEntry) {
 	go r.done(en)
 }
 
+// latest returns the point to answer a request for the newest version,
+// at: at itself when its engine is ready, Grace has passed since at was
+// first seen, or no older version's engine is ready; else the newest
+// version whose engine is, while at's builds in the background.
+func (r *Reader) latest(at At) At {
+	key := engineKey(at)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if key != r.newest {
+		r.newest, r.newestSince = key, now
+	}
+	el, building := r.engines[key]
+	if building && el.Value.(*engineEntry).isReady() || now.Sub(r.newestSince) >= r.o.Grace {
+		return at
+	}
+	var prev *engineEntry
+	for e := r.lru.Front(); e != nil; e = e.Next() {
+		en := e.Value.(*engineEntry)
+		// Only a whole version stands in for the newest, never a point
+		// inside one.
+		if en.at.Bound.IsZero() && en.at.Version() < at.Version() && en.isReady() && (prev == nil || en.at.Version() > prev.at.Version()) {
+			prev = en
+		}
+	}
+	if prev == nil {
+		return at
+	}
+	if !building {
+		r.warm.Add(1)
+		go func() {
+			defer r.warm.Done()
+			if _, done, err := r.engine(r.ctx, at); err == nil {
+				done()
+			} else if r.ctx.Err() == nil {
+				// The request that waits for it once Grace is over meets
+				// the error itself; here it is only noted.
+				r.o.Log.Debug("building the newest version's engine", "version", at.Version(), "err", err)
+			}
+		}()
+	}
+	out := prev.at
+	out.Name = at.Name
+	return out
+}
+
 // engineKey names the views of a point.
 func engineKey(at At) string {
 	return fmt.Sprintf("%d/%d/%d", at.Manifest.Version, int64(at.Bound.LSN), at.Bound.Time.UnixMicro())
@@ -287,7 +373,7 @@ func (r *Reader) engine(ctx context.Context, at At) (*engineEntry, func(), error
 		en.users++
 		r.mu.Unlock()
 	} else {
-		en = &engineEntry{key: key, ready: make(chan struct{}), users: 1}
+		en = &engineEntry{key: key, at: at, ready: make(chan struct{}), users: 1}
 		r.engines[key] = r.lru.PushFront(en)
 		evict := r.trim()
 		r.mu.Unlock()

@@ -353,3 +353,104 @@ func TestReaderCollected(t *testing.T) {
 
 // The read path's transports find the aliases through this capability.
 var _ changefeed.ViewNamer = (*query.Reader)(nil)
+
+// TestReaderGrace: with Grace, a request for the newest version right after
+// a new one lands is answered from the previous (ready) version while the
+// new one's engine builds in the background, then from the new one; with
+// Grace over (or none), it is the new one at once. Either answer is one
+// whole version, named by At.
+func TestReaderGrace(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSink(t)
+	v2 := s.flush(1, map[string][]change{"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}}})
+	open := func(grace time.Duration) *query.Reader {
+		r, err := query.NewReader(query.ReaderOptions{Sink: s.store, TempDir: filepath.Join(t.TempDir(), "query"), Grace: grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	count := func(r *query.Reader, at query.At) any {
+		return one(t, r, at, `SELECT count(*) FROM public.orders`)
+	}
+	graced, strict := open(time.Hour), open(0)
+	for _, r := range []*query.Reader{graced, strict} {
+		at, err := r.Resolve(ctx, "")
+		if err != nil || at.Version() != v2.Version || count(r, at) != int64(1) {
+			t.Fatalf("first version: %d, %v", at.Version(), err)
+		}
+	}
+	v3 := s.flush(2, map[string][]change{"public.orders": {{cdc.OpInsert, 0x300, 2, "b"}}})
+
+	at, err := graced.Resolve(ctx, "")
+	if err != nil || at.Version() != v2.Version {
+		t.Fatalf("graced, right after version %d landed: version %d, %v; want the ready %d", v3.Version, at.Version(), err, v2.Version)
+	}
+	if got := count(graced, at); got != int64(1) {
+		t.Errorf("graced answer from version %d: %v rows, want 1", at.Version(), got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for at.Version() != v3.Version {
+		if time.Now().After(deadline) {
+			t.Fatalf("graced: still version %d after 30 s; the background build of %d never became ready", at.Version(), v3.Version)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if at, err = graced.Resolve(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := count(graced, at); got != int64(2) {
+		t.Errorf("graced, version %d: %v rows, want 2", at.Version(), got)
+	}
+
+	if at, err := strict.Resolve(ctx, ""); err != nil || at.Version() != v3.Version || count(strict, at) != int64(2) {
+		t.Errorf("without grace: version %d, %v; want %d at once", at.Version(), err, v3.Version)
+	}
+
+	// Grace over: the newest is answered (and waited for) however long
+	// its engine takes.
+	short := open(time.Nanosecond)
+	if _, err := short.Resolve(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := short.Query(ctx, mustResolve(t, short), `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	v4 := s.flush(3, map[string][]change{"public.orders": {{cdc.OpInsert, 0x400, 3, "c"}}})
+	mustResolve(t, short) // first seen now: Grace runs from here
+	time.Sleep(time.Millisecond)
+	if at := mustResolve(t, short); at.Version() != v4.Version {
+		t.Errorf("grace over: version %d, want the newest %d", at.Version(), v4.Version)
+	}
+}
+
+func mustResolve(t *testing.T, r *query.Reader) query.At {
+	t.Helper()
+	at, err := r.Resolve(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// TestReaderCountsOnce: Tables counts each view once per version, and a
+// new version counts again.
+func TestReaderCountsOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newTestSinkOf(t, "public.orders")
+	s.flush(1, map[string][]change{"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}, {cdc.OpInsert, 0x200, 2, "b"}}})
+	r := newReader(t, s)
+	at := mustResolve(t, r)
+	for range 2 {
+		ts, err := r.Tables(ctx, at)
+		if err != nil || len(ts) != 1 || ts[0].Rows != 2 {
+			t.Fatalf("tables: %+v, %v", ts, err)
+		}
+	}
+	s.flush(2, map[string][]change{"public.orders": {{cdc.OpDelete, 0x300, 1, ""}}})
+	ts, err := r.Tables(ctx, mustResolve(t, r))
+	if err != nil || len(ts) != 1 || ts[0].Rows != 1 {
+		t.Fatalf("tables after a delete: %+v, %v", ts, err)
+	}
+}

@@ -24,11 +24,10 @@ func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
 	names := ViewNames(m)
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
 		mt, vn := m.Tables[key], names[key]
-		res, err := r.Query(ctx, at, "SELECT count(*) FROM "+vn.String())
+		n, err := r.count(ctx, at, vn.String())
 		if err != nil {
 			return nil, fmt.Errorf("count %s: %w", key, err)
 		}
-		n, _ := res.Rows[0][0].(int64)
 		state := mt.Snapshot.State
 		if state == "" {
 			state = manifest.SnapshotComplete
@@ -40,4 +39,30 @@ func (r *Reader) Tables(ctx context.Context, at At) ([]Table, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// count returns the live rows of a view at a point, counted once per
+// engine: a version never changes, and a server lists its tables far more
+// often than a version lands.
+func (r *Reader) count(ctx context.Context, at At, view string) (int64, error) {
+	en, done, err := r.engine(ctx, at)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	en.countMu.Lock()
+	defer en.countMu.Unlock()
+	if n, ok := en.counts[view]; ok {
+		return n, nil
+	}
+	res, err := r.Query(ctx, at, "SELECT count(*) FROM "+view)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.Rows[0][0].(int64)
+	if en.counts == nil {
+		en.counts = map[string]int64{}
+	}
+	en.counts[view] = n
+	return n, nil
 }

@@ -210,6 +210,7 @@ func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler 
 			defer context.AfterFunc(s.streams, cancel)()
 		} else {
 			release, ok := s.acquire(ctx)
+			rec.Queued = time.Since(rec.Started)
 			if !ok {
 				w.Header().Set("Retry-After", "1")
 				detail := fmt.Sprintf("%d requests are running (serve.max_concurrent); try again", s.o.MaxConcurrent)

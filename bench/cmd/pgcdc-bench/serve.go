@@ -680,10 +680,16 @@ func serverDurations(log string, eps []*serveEndpoint, from, to time.Time) {
 				break
 			}
 			d, _, _ = strings.Cut(d, " ")
-			var v float64
-			if _, err := fmt.Sscan(d, &v); err == nil {
-				byName[name].server = append(byName[name].server, v/1e3)
+			var v, queued float64
+			if _, err := fmt.Sscan(d, &v); err != nil {
+				break
 			}
+			// The slot wait is the queue's, not the handler's.
+			if _, q, ok := strings.Cut(line, " queued_ms="); ok {
+				q, _, _ = strings.Cut(q, " ")
+				fmt.Sscan(q, &queued)
+			}
+			byName[name].server = append(byName[name].server, (v-queued)/1e3)
 			break
 		}
 	}
@@ -762,7 +768,7 @@ func (r *report) renderServe(p func(string, ...any)) {
 	all := append([]float64(nil), s.all...)
 	p("| **all** | **%s** | **%.1f** | **%s** | **%s** | %s | %s | %s | %s |\n\n", count(s.total), float64(s.total)/s.elapsed.Seconds(), ms(percentile(all, 0.5)), ms(percentile(all, 0.99)), ms(percentile(all, 1)),
 		ms(percentile(allServer, 0.5)), ms(percentile(allServer, 0.99)), statusTotals(s.endpoints))
-	p("p50/p99/max are the client's (all answered requests, whatever their status); *in the handler* is the audit record's `duration_ms` of each 200 (of each MCP call without an error; ms resolution), the time after a slot was granted: the rest is the wait for one of the %d slots. A `503` (no slot within 2 s) writes no audit record.\n\n", s.maxConcurrent)
+	p("p50/p99/max are the client's (all answered requests, whatever their status); *in the handler* is the audit record's `duration_ms` of each 200 (of each MCP call without an error; ms resolution), less its `queued_ms`, the wait for one of the %d slots (a `503` is a request that found none within `serve.queue_wait`).\n\n", s.maxConcurrent)
 	lag := append([]float64(nil), s.lagSamples...)
 	p("- **The daemon kept streaming**: manifest versions %d → %d during the load (%.1f a second), %d compaction(s) landed during it (a new base; it holds %s rows at the end). `/v1/status` `lag_seconds` (now − `fresh_as_of`) sampled once a second during the load: p50 %.2f s, max %.2f s; at the end of the load %.2f s (fresh as of %s, asked at %s), the manifest %s of WAL behind `pg_current_wal_lsn()`. Once the workload stopped, the sink's `count(*)` through `/v1/query` equalled PostgreSQL's (%s) after %.1f s.\n",
 		s.versionsStart, s.versionsEnd, float64(s.versionsEnd-s.versionsStart)/s.elapsed.Seconds(), s.compactions, count(int(s.baseRows)),
