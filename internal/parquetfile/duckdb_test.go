@@ -3,6 +3,7 @@ package parquetfile
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -131,13 +132,15 @@ func TestDuckDBSchemaOrderAndFieldIDs(t *testing.T) {
 	path := writeFile(t, table, allTypesRows()[:1])
 	db := openDuckDB(t)
 	got := queryStrings(t, db, "SELECT name, coalesce(CAST(field_id AS VARCHAR), '-') FROM parquet_schema("+quoteLiteral(path)+")")
-	// The root comes first; __unchanged is a LIST (list → element) without
-	// field ids; the table's columns carry their ids.
-	want := []string{"*", "__op -", "__lsn -", "__seq -", "__xid -", "__op_ts -", "__unchanged -", "list -", "element -"}
+	// The root comes first; the metadata columns carry their reserved ids
+	// (icebergschema), the table's columns theirs, a LIST's element
+	// ElementBase + its column's (the repeated "list" group has none).
+	want := []string{"*", "__op 2000000001", "__lsn 2000000002", "__seq 2000000003", "__xid 2000000004", "__op_ts 2000000005",
+		"__unchanged 2000000006", "list -", "element 2000000007"}
 	for _, c := range table.Columns {
 		want = append(want, c.Name+" "+strconv.Itoa(c.FieldID))
 		if c.Name == "arr" {
-			want = append(want, "list -", "element -")
+			want = append(want, "list -", "element "+strconv.Itoa(1_000_000_000+c.FieldID))
 		}
 	}
 	if len(got) != len(want) {
@@ -146,6 +149,51 @@ func TestDuckDBSchemaOrderAndFieldIDs(t *testing.T) {
 	for i := 1; i < len(want); i++ {
 		if g := got[i][0] + " " + got[i][1]; g != want[i] {
 			t.Errorf("schema node %d: got %q, want %q", i, g, want[i])
+		}
+	}
+}
+
+// TestDuckDBIcebergFooter: the footer's iceberg.schema key is the Iceberg
+// schema of the file's columns, ids as in the Parquet schema, which an
+// Iceberg reader maps columns by (design.md §12).
+func TestDuckDBIcebergFooter(t *testing.T) {
+	table := allTypes()
+	path := writeFile(t, table, allTypesRows()[:1])
+	db := openDuckDB(t)
+	got := queryStrings(t, db, "SELECT decode(value) FROM parquet_kv_metadata("+quoteLiteral(path)+") WHERE decode(key) = 'iceberg.schema'")
+	if len(got) != 1 {
+		t.Fatalf("iceberg.schema footer keys: %d, want 1", len(got))
+	}
+	var schema struct {
+		Type     string `json:"type"`
+		SchemaID int    `json:"schema-id"`
+		Fields   []struct {
+			ID       int             `json:"id"`
+			Name     string          `json:"name"`
+			Required bool            `json:"required"`
+			Type     json.RawMessage `json:"type"`
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(got[0][0]), &schema); err != nil {
+		t.Fatalf("iceberg.schema: %v\n%s", err, got[0][0])
+	}
+	ids := map[string]string{}
+	for _, r := range queryStrings(t, db, "SELECT name, CAST(field_id AS VARCHAR) FROM parquet_schema("+quoteLiteral(path)+") WHERE field_id IS NOT NULL AND name <> 'element'") {
+		ids[r[0]] = r[1]
+	}
+	if schema.Type != "struct" || len(schema.Fields) != 6+len(table.Columns) || len(ids) != len(schema.Fields) {
+		t.Fatalf("iceberg.schema: %s with %d fields, the file %d columns with ids:\n%s", schema.Type, len(schema.Fields), len(ids), got[0][0])
+	}
+	for _, f := range schema.Fields {
+		if ids[f.Name] != strconv.Itoa(f.ID) {
+			t.Errorf("field %s: id %d in iceberg.schema, %s in the Parquet schema", f.Name, f.ID, ids[f.Name])
+		}
+	}
+	for name, want := range map[string]string{"__op": `"string"`, "__op_ts": `"timestamptz"`, "id": `"long"`} {
+		for _, f := range schema.Fields {
+			if f.Name == name && string(f.Type) != want {
+				t.Errorf("field %s: type %s, want %s", name, f.Type, want)
+			}
 		}
 	}
 }

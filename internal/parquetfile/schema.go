@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
@@ -102,6 +103,9 @@ type Schema struct {
 	cols   []column
 	schema *parquet.Schema
 	rep    reporter
+	// iceberg is the Iceberg schema JSON the footer carries
+	// (icebergschema.FooterKey); empty without field ids.
+	iceberg string
 }
 
 // NewSchema maps every column of t. It fails when a column's name is empty,
@@ -114,12 +118,13 @@ func NewSchema(t *cdc.Table) (*Schema, error) {
 	s := &Schema{table: t.ID, cols: make([]column, len(t.Columns))}
 	seen := make(map[string]bool, len(t.Columns)+firstDataLeaf)
 	fields := []parquet.Field{
-		field{ColOp, parquet.String()},
-		field{ColLSN, parquet.Int(64)},
-		field{ColSeq, parquet.Int(64)},
-		field{ColXID, parquet.Int(64)},
-		field{ColOpTS, parquet.Timestamp(parquet.Microsecond)},
-		field{ColUnchanged, parquet.Optional(parquet.List(parquet.String()))},
+		field{ColOp, parquet.FieldID(parquet.String(), icebergschema.FieldOp)},
+		field{ColLSN, parquet.FieldID(parquet.Int(64), icebergschema.FieldLSN)},
+		field{ColSeq, parquet.FieldID(parquet.Int(64), icebergschema.FieldSeq)},
+		field{ColXID, parquet.FieldID(parquet.Int(64), icebergschema.FieldXID)},
+		field{ColOpTS, parquet.FieldID(parquet.Timestamp(parquet.Microsecond), icebergschema.FieldOpTS)},
+		field{ColUnchanged, parquet.FieldID(parquet.Optional(parquet.List(
+			parquet.FieldID(parquet.String(), icebergschema.FieldUnchangedElement))), icebergschema.FieldUnchanged)},
 	}
 	for _, f := range fields {
 		seen[f.Name()] = true
@@ -138,6 +143,11 @@ func NewSchema(t *cdc.Table) (*Schema, error) {
 		fields = append(fields, field{c.Name, col.node})
 	}
 	s.schema = parquet.NewSchema(schemaName(t.ID), orderedGroup(fields))
+	// The footer's Iceberg schema (design.md §12); a table whose columns
+	// have no field ids (none written by init lacks them) has none to map by.
+	if is, err := icebergschema.Of(t.SchemaVersion, s.ManifestColumns(t)); err == nil {
+		s.iceberg = string(is.JSON())
+	}
 	return s, nil
 }
 
@@ -169,7 +179,11 @@ func mapColumn(c cdc.Column) column {
 	case elem != 0 && elem != oidBox:
 		// An array column's typmod is its element's (numeric(10,2)[]).
 		el, name, conv := scalarMapping(elem, mod, len(c.EnumLabels) > 0)
-		leaf, col.parquetType, col.elem = parquet.List(parquet.Optional(el)), "LIST<"+name+">", conv
+		elNode := parquet.Optional(el)
+		if c.FieldID > 0 {
+			elNode = parquet.FieldID(elNode, icebergschema.ElementBase+c.FieldID)
+		}
+		leaf, col.parquetType, col.elem = parquet.List(elNode), "LIST<"+name+">", conv
 	default:
 		leaf, col.parquetType, col.conv = scalarMapping(oid, mod, len(c.EnumLabels) > 0)
 	}

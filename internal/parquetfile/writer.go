@@ -3,6 +3,7 @@ package parquetfile
 import (
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
 	"io"
 
 	"github.com/parquet-go/parquet-go"
@@ -84,6 +85,9 @@ func newWriter(w io.Writer, s *Schema, encoders int) *Writer {
 		// column chunk statistics and the page index (whose values
 		// parquet-go truncates), so the page headers go without.
 		parquet.DataPageStatistics(false),
+	}
+	if s.iceberg != "" {
+		options = append(options, parquet.KeyValueMetadata(icebergschema.FooterKey, s.iceberg))
 	}
 	for _, c := range s.cols {
 		if c.key {
