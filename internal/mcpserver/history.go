@@ -282,7 +282,7 @@ type TableDiff struct {
 	Table         string   `json:"table"`
 	Inserted      int64    `json:"inserted" jsonschema:"keys only the to point has (keyless: rows it has more of)"`
 	Deleted       int64    `json:"deleted" jsonschema:"keys only the from point has"`
-	Changed       int64    `json:"changed" jsonschema:"keys at both points with any column different"`
+	Changed       int64    `json:"changed" jsonschema:"keys at both points with a different value in a column both points have (a value only in a column added or dropped between them is not counted: schema_changes lists the column)"`
 	SchemaChanges []string `json:"schema_changes"`
 	Breaking      []string `json:"breaking" jsonschema:"those schema changes that may break a reader's queries"`
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/mcpserver/inspectortest"
 	"io"
 	"log/slog"
 	"os"
@@ -18,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pg-cdc/pg-cdc/internal/access"
@@ -147,7 +147,7 @@ func (h *harness) ok(name string, args map[string]any, out any) {
 	if res.IsError {
 		h.t.Fatalf("%s %v: tool error %s", name, args, text(res))
 	}
-	validateOutput(h.t, h.tools[name], res.StructuredContent)
+	inspectortest.ValidateOutput(h.t, h.tools[name], res.StructuredContent)
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		h.t.Fatal(err)
@@ -177,36 +177,6 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-// validateOutput checks a structured result against the tool's declared
-// output schema, as a strict client would: independent of the SDK's own
-// check on the server side.
-func validateOutput(t testing.TB, tool *mcp.Tool, v any) {
-	t.Helper()
-	if tool == nil || tool.OutputSchema == nil {
-		t.Fatalf("tool %v has no output schema", tool)
-	}
-	b, err := json.Marshal(tool.OutputSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		t.Fatalf("%s: output schema: %v", tool.Name, err)
-	}
-	var inst any
-	vb, _ := json.Marshal(v)
-	if err := json.Unmarshal(vb, &inst); err != nil {
-		t.Fatal(err)
-	}
-	if err := rs.Validate(inst); err != nil {
-		t.Fatalf("%s: output %s does not validate against its schema: %v", tool.Name, vb, err)
-	}
 }
 
 func contains(t testing.TB, got string, wants ...string) {
@@ -903,7 +873,7 @@ func TestHostileInput(t *testing.T) {
 			// A few of these may be answered (a long comment is still one
 			// SELECT; a cursor past the end reads nothing): fine, as long
 			// as the answer is valid.
-			validateOutput(t, h.tools[c.tool], res.StructuredContent)
+			inspectortest.ValidateOutput(t, h.tools[c.tool], res.StructuredContent)
 		case !res.IsError || !strings.Contains(got, c.says):
 			t.Errorf("%s %.80v: %v %.300q; want an error saying %q", c.tool, c.args, res.IsError, got, c.says)
 		}
