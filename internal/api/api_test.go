@@ -35,13 +35,15 @@ const (
 )
 
 type env struct {
-	t    *testing.T
-	sink *changefeedtest.Sink
-	srv  *httptest.Server
-	mu   sync.Mutex
-	recs []*access.Record
-	last *access.Record // the record of the newest request do sent
-	doc  map[string]any // the OpenAPI document, for validating responses
+	t      *testing.T
+	sink   *changefeedtest.Sink
+	reader *query.Reader
+	feed   *changefeed.Feed
+	srv    *httptest.Server
+	mu     sync.Mutex
+	recs   []*access.Record
+	last   *access.Record // the record of the newest request do sent
+	doc    map[string]any // the OpenAPI document, for validating responses
 }
 
 func ch(op cdc.Op, lsn cdc.LSN, seq, id int64, status, amount string) changefeedtest.Row {
@@ -67,8 +69,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	e := &env{t: t, sink: s}
-	h := api.New(api.Options{Reader: r, Feed: changefeed.New(r, manifest.NewHistory(s.Store)), MaxRows: 1000, Version: "test",
+	e := &env{t: t, sink: s, reader: r, feed: changefeed.New(r, manifest.NewHistory(s.Store))}
+	h := api.New(api.Options{Reader: r, Feed: e.feed, MaxRows: 1000, Version: "test",
 		StaleAfter: time.Hour, Now: func() time.Time { return s.Now.Add(10 * time.Minute) }})
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		rec := &access.Record{}

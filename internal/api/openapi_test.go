@@ -3,6 +3,8 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,8 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/access"
 	"github.com/pg-cdc/pg-cdc/internal/api"
+	sse "github.com/pg-cdc/pg-cdc/internal/events" // the package has a table named events
+	"github.com/pg-cdc/pg-cdc/internal/serve"
 )
 
 // openapiDoc fetches the document the server serves.
@@ -36,19 +42,51 @@ func (e *env) openapiDoc() map[string]any {
 
 var methods = []string{"get", "post", "put", "patch", "delete", "head", "options"}
 
-// TestOpenAPIMatchesRoutes: every route the mux serves is in the document,
-// and every operation the document names is served by that route (not the
-// catch-all 404/405).
+// TestOpenAPIMatchesRoutes: the document names exactly the /v1 surface the
+// server serves — the REST routes (internal/api) and the event streams
+// (internal/events), mounted as pg-cdc serve mounts them (internal/serve).
+// Every route is in the document, and every operation the document names
+// reaches the handler of its own pattern through the whole server, not a
+// catch-all 404/405.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	e := newEnv(t)
 	doc := e.openapiDoc()
 	if doc["openapi"] != "3.1.0" {
 		t.Errorf("openapi %v", doc["openapi"])
 	}
-	mux, ok := api.New(api.Options{}).(*http.ServeMux)
-	if !ok {
-		t.Fatal("api.New is not a ServeMux")
+	// A route's handler writes its pattern into the audit record; the
+	// server starts it as "METHOD /path", which probe clears, so that only
+	// a route (never a catch-all) leaves a pattern behind.
+	var endpoint string
+	probe := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := access.RecordFrom(r.Context())
+			rec.Endpoint = ""
+			h.ServeHTTP(w, r)
+			endpoint = rec.Endpoint
+		})
 	}
+	srv, err := serve.New(serve.Options{Listen: "127.0.0.1:0", RatePerSecond: 1e6, Burst: 1 << 20,
+		REST:   probe(api.New(api.Options{Reader: e.reader, Feed: e.feed})),
+		Events: probe(sse.New(sse.Options{Reader: e.reader, Feed: e.feed})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// served is the pattern whose handler answered method path ("" for a
+	// catch-all). A stream lasts as long as its request: a cancelled one
+	// answers at once.
+	served := func(method, path string) string {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if strings.HasPrefix(path, "/v1/stream/") {
+			cancel()
+		}
+		endpoint = ""
+		srv.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, method, path, nil))
+		return endpoint
+	}
+	routes := append(api.Patterns(), sse.Patterns...)
 	documented := map[string]bool{}
 	paths, _ := doc["paths"].(map[string]any)
 	for path, item := range paths {
@@ -59,23 +97,88 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			}
 			pattern := strings.ToUpper(m) + " " + path
 			documented[pattern] = true
-			req := httptest.NewRequest(strings.ToUpper(m), strings.ReplaceAll(path, "{table}", "public.orders"), nil)
-			if _, got := mux.Handler(req); got != pattern {
-				t.Errorf("the document names %s; the mux routes it to %q", pattern, got)
+			if got := served(strings.ToUpper(m), strings.ReplaceAll(path, "{table}", "public.orders")); got != pattern {
+				t.Errorf("the document names %s; the server answers it with %q", pattern, got)
 			}
 		}
 	}
-	for _, p := range api.Patterns() {
+	for _, p := range routes {
 		if !documented[p] {
 			t.Errorf("route %s is missing from openapi.json", p)
 		}
-		req := httptest.NewRequest(strings.Fields(p)[0], strings.ReplaceAll(strings.Fields(p)[1], "{table}", "x"), nil)
-		if _, got := mux.Handler(req); got != p {
-			t.Errorf("route %s: the mux answers it with %q", p, got)
+		method, path, _ := strings.Cut(p, " ")
+		if got := served(method, strings.ReplaceAll(path, "{table}", "x")); got != p {
+			t.Errorf("route %s: the server answers it with %q", p, got)
 		}
 	}
-	if len(documented) != len(api.Patterns()) {
-		t.Errorf("the document has %d operations, the mux %d routes", len(documented), len(api.Patterns()))
+	if len(documented) != len(routes) {
+		t.Errorf("the document has %d operations, the server %d routes", len(documented), len(routes))
+	}
+}
+
+// TestOpenAPIEvents: the streams' events are the document's: each event
+// type its text/event-stream response lists (x-events), with data that
+// matches the schema it names.
+func TestOpenAPIEvents(t *testing.T) {
+	e := newEnv(t)
+	doc := e.openapiDoc()
+	srv, err := serve.New(serve.Options{Listen: "127.0.0.1:0",
+		Events: sse.New(sse.Options{Reader: e.reader, Feed: e.feed, Poll: 10 * time.Millisecond})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	for _, c := range []struct{ path, query string }{
+		{"/v1/stream/status", ""},
+		{"/v1/stream/changes", "?table=" + q(orders)},
+	} {
+		op := operation(doc, "GET", c.path)
+		media := deref(doc, deref(doc, op["responses"].(map[string]any)["200"])["content"].(map[string]any)["text/event-stream"])
+		types, _ := media["x-events"].(map[string]any)
+		if len(types) == 0 {
+			t.Errorf("GET %s: the document lists no events", c.path)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+c.path+c.query, nil)
+		resp, err := hs.Client().Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+			t.Errorf("GET %s: %d %s", c.path, resp.StatusCode, ct)
+		}
+		// The first event (status: the newest version; changes: the
+		// first of the table's change rows) is enough: every one is
+		// marshalled from the same struct.
+		sc := bufio.NewScanner(resp.Body)
+		var event string
+		for sc.Scan() {
+			line := sc.Text()
+			if name, ok := strings.CutPrefix(line, "event: "); ok {
+				event = name
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var v any
+				if err := json.Unmarshal([]byte(data), &v); err != nil {
+					t.Errorf("GET %s: event %s: %v: %s", c.path, event, err, data)
+				} else if schema, ok := types[event]; !ok {
+					t.Errorf("GET %s: event %q is not in the document's x-events", c.path, event)
+				} else {
+					for _, err := range check(doc, schema, v, "$") {
+						t.Errorf("GET %s: event %s: %s", c.path, event, err)
+					}
+				}
+				break
+			}
+		}
+		if event == "" {
+			t.Errorf("GET %s: no event (%v)", c.path, sc.Err())
+		}
+		cancel()
+		resp.Body.Close()
 	}
 }
 
