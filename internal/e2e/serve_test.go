@@ -56,11 +56,12 @@ history:
 
 	base := "http://" + addr
 	srv := startServe(t, e, base)
-	checkAuthAndOpenAPI(t, base, token)
+	api := loadContract(t, base, token)
+	checkAuthAndOpenAPI(t, api, base, token)
 
 	s := e.startSampler()
 	d := e.start()
-	c := followFeed(t, base, token, table)
+	c := followFeed(t, api, base, token, table)
 	w := startFeedWorkload(t, e.url, seedRows)
 
 	// Each fault happens once the daemon has made part of the workload
@@ -108,6 +109,7 @@ history:
 		want.txns, want, c.pages, len(got), c.retries, c.limited, c.cancelled)
 	checkFeed(t, e, got, want)
 	assertSinkEqualsSource(t, e, table)
+	t.Logf("openapi: %d of the consumer's answers validated in %s", api.checked, api.spent.Round(time.Millisecond))
 
 	// The first cursor ever served is a snapshot row's, before both
 	// compactions. Once every version before the first compaction has left
@@ -118,7 +120,8 @@ history:
 	if code, out := e.runEnv(e.config, []string{"PGCDC_HISTORY_RETENTION=1s"}, "compact"); code != 0 {
 		t.Fatalf("compact with history.retention 1s exited %d:\n%s", code, out)
 	}
-	status, ctype, body := serveGet(t, base, token, "/v1/tables/"+table+"/changes?limit=5&after="+url.QueryEscape(first))
+	resp, body := api.do(t, http.MethodGet, base, "Bearer "+token, "/v1/tables/"+table+"/changes?limit=5&after="+url.QueryEscape(first), "", true)
+	status, ctype := resp.StatusCode, resp.Header.Get("Content-Type")
 	if status != http.StatusGone || !strings.HasPrefix(ctype, "application/problem+json") {
 		t.Fatalf("changes after the first cursor %s, past the retention: %d %s, want 410 application/problem+json:\n%s", first, status, ctype, body)
 	}
@@ -133,10 +136,13 @@ history:
 	if !cursorBefore(t, first, gone.OldestCursor) {
 		t.Errorf("oldest cursor %s is not after the gone cursor %s", gone.OldestCursor, first)
 	}
-	status, _, body = serveGet(t, base, token, "/v1/tables/"+table+"/changes?limit=5&after="+url.QueryEscape(gone.OldestCursor))
-	if status != http.StatusOK {
-		t.Errorf("changes after the oldest cursor %s: %d, want 200:\n%s", gone.OldestCursor, status, body)
+	resp, body = api.do(t, http.MethodGet, base, "Bearer "+token, "/v1/tables/"+table+"/changes?limit=5&after="+url.QueryEscape(gone.OldestCursor), "", true)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("changes after the oldest cursor %s: %d, want 200:\n%s", gone.OldestCursor, resp.StatusCode, body)
 	}
+	// Every operation of the document, on a table with compactions behind
+	// it, validated (after the checks above: see walkAPI).
+	walkAPI(t, api, base, token, table)
 	srv.stop()
 }
 
@@ -219,9 +225,10 @@ func serveGetWith(t *testing.T, base, authorization, path string) (int, string, 
 	return resp.StatusCode, resp.Header.Get("Content-Type"), body
 }
 
-// checkAuthAndOpenAPI: no token and a wrong one are 401 problems; the
-// OpenAPI document parses and names the paths the test calls.
-func checkAuthAndOpenAPI(t *testing.T, base, token string) {
+// checkAuthAndOpenAPI: no token and a wrong one are 401 problems, as the
+// OpenAPI document describes them; the document parses and names the paths
+// the test calls.
+func checkAuthAndOpenAPI(t *testing.T, api *apiContract, base, token string) {
 	t.Helper()
 	path := "/v1/tables/public.feed/changes?limit=1"
 	for _, c := range []struct{ what, auth string }{
@@ -229,7 +236,8 @@ func checkAuthAndOpenAPI(t *testing.T, base, token string) {
 		{"a wrong token", "Bearer " + token + "x"},
 		{"another scheme", "Basic " + token},
 	} {
-		status, ctype, body := serveGetWith(t, base, c.auth, path)
+		resp, body := api.do(t, http.MethodGet, base, c.auth, path, "", false)
+		status, ctype := resp.StatusCode, resp.Header.Get("Content-Type")
 		if status != http.StatusUnauthorized || !strings.HasPrefix(ctype, "application/problem+json") {
 			t.Errorf("%s: %d %s, want 401 application/problem+json:\n%s", c.what, status, ctype, body)
 		}
@@ -274,6 +282,7 @@ type feedChange struct {
 // feedConsumer follows one table's change feed.
 type feedConsumer struct {
 	t      *testing.T
+	api    *apiContract // validates every answer
 	cancel context.CancelFunc
 	done   chan struct{}
 	hold   sync.Mutex // held around each page; pause takes it
@@ -295,10 +304,11 @@ type feedConsumer struct {
 // asks for a page after its cursor, keeps the rows, stores the page's
 // next_cursor, and asks again (at once when more is true). A refused
 // connection (serve restarting), a 429 or a 503 is retried with the same
-// cursor; any other failure stops it.
-func followFeed(t *testing.T, base, token, table string) *feedConsumer {
+// cursor; any other failure, or an answer the OpenAPI document does not
+// describe, stops it.
+func followFeed(t *testing.T, api *apiContract, base, token, table string) *feedConsumer {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &feedConsumer{t: t, cancel: cancel, done: make(chan struct{})}
+	c := &feedConsumer{t: t, api: api, cancel: cancel, done: make(chan struct{})}
 	client := &http.Client{Timeout: 30 * time.Second}
 	go func() {
 		defer close(c.done)
@@ -348,6 +358,9 @@ func (c *feedConsumer) page(ctx context.Context, client *http.Client, u, token s
 		c.retries++
 		c.mu.Unlock()
 		return 100 * time.Millisecond, nil // serve stopped mid-answer
+	}
+	if err := c.api.check(req, nil, resp, body, true); err != nil {
+		return 0, err
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -451,9 +464,13 @@ func (c *feedConsumer) waitCaughtUp(target uint64, timeout time.Duration) {
 // pause waits for the consumer's page in flight and holds it before the
 // next; it returns the stored cursor.
 func (c *feedConsumer) pause() string {
+	c.t.Helper()
 	c.hold.Lock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err != nil {
+		c.t.Fatalf("the feed consumer failed: %v", c.err)
+	}
 	return c.cursor
 }
 
