@@ -91,6 +91,8 @@ type Reader struct {
 	// when (Grace).
 	newest      string
 	newestSince time.Time
+	// answered is the newest version Resolve("") has answered with.
+	answered uint64
 }
 
 // engineEntry is one ready engine: the views of one version (and bound),
@@ -312,8 +314,12 @@ func (r *Reader) forget(en *engineEntry) {
 
 // latest returns the point to answer a request for the newest version,
 // at: at itself when its engine is ready, Grace has passed since at was
-// first seen, or no older version's engine is ready; else the newest
-// version whose engine is, while at's builds in the background.
+// first seen, or the version last answered as the newest has no ready
+// engine any more; else that version, while at's engine builds in the
+// background. Only the version last answered as the newest stands in, so
+// the newest never goes backwards between two answers (an older version's
+// engine, ready for a request as of it, may have lost its files to
+// garbage collection since).
 func (r *Reader) latest(at At) At {
 	key := engineKey(at)
 	r.mu.Lock()
@@ -323,20 +329,24 @@ func (r *Reader) latest(at At) At {
 		r.newest, r.newestSince = key, now
 	}
 	el, building := r.engines[key]
+	answer := func(a At) At {
+		r.answered = max(r.answered, a.Version())
+		return a
+	}
 	if building && el.Value.(*engineEntry).isReady() || now.Sub(r.newestSince) >= r.o.Grace {
-		return at
+		return answer(at)
 	}
 	var prev *engineEntry
 	for e := r.lru.Front(); e != nil; e = e.Next() {
 		en := e.Value.(*engineEntry)
-		// Only a whole version stands in for the newest, never a point
-		// inside one.
-		if en.at.Bound.IsZero() && en.at.Version() < at.Version() && en.isReady() && (prev == nil || en.at.Version() > prev.at.Version()) {
+		// A whole version, never a point inside one.
+		if en.at.Bound.IsZero() && en.at.Version() == r.answered && en.at.Version() < at.Version() && en.isReady() {
 			prev = en
+			break
 		}
 	}
 	if prev == nil {
-		return at
+		return answer(at)
 	}
 	if !building {
 		r.warm.Add(1)

@@ -363,14 +363,15 @@ func TestReaderGrace(t *testing.T) {
 	ctx := context.Background()
 	s := newTestSink(t)
 	v2 := s.flush(1, map[string][]change{"public.orders": {{cdc.OpInsert, 0x200, 1, "a"}}})
-	open := func(grace time.Duration) *query.Reader {
-		r, err := query.NewReader(query.ReaderOptions{Sink: s.store, TempDir: filepath.Join(t.TempDir(), "query"), Grace: grace})
+	openN := func(grace time.Duration, engines int) *query.Reader {
+		r, err := query.NewReader(query.ReaderOptions{Sink: s.store, TempDir: filepath.Join(t.TempDir(), "query"), Grace: grace, Engines: engines})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
 		return r
 	}
+	open := func(grace time.Duration) *query.Reader { return openN(grace, 0) }
 	count := func(r *query.Reader, at query.At) any {
 		return one(t, r, at, `SELECT count(*) FROM public.orders`)
 	}
@@ -408,6 +409,23 @@ func TestReaderGrace(t *testing.T) {
 		t.Errorf("without grace: version %d, %v; want %d at once", at.Version(), err, v3.Version)
 	}
 
+	// An older version's engine, ready because a request read as of it,
+	// never stands in: the newest never goes backwards. (One engine: the
+	// request as of the older version evicts the newest's.)
+	older := openN(time.Hour, 1)
+	for _, point := range []string{"", strconv.FormatUint(v2.Version, 10)} {
+		at, err := older.Resolve(ctx, point)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count(older, at)
+	}
+	v4 := s.flush(3, map[string][]change{"public.orders": {{cdc.OpInsert, 0x400, 3, "c"}}})
+	if at := mustResolve(t, older); at.Version() != v4.Version {
+		t.Errorf("graced, after version %d landed, the last answered (%d) evicted: version %d, want %d itself, never the older %d",
+			v4.Version, v3.Version, at.Version(), v4.Version, v2.Version)
+	}
+
 	// Grace over: the newest is answered (and waited for) however long
 	// its engine takes.
 	short := open(time.Nanosecond)
@@ -417,11 +435,11 @@ func TestReaderGrace(t *testing.T) {
 	if _, err := short.Query(ctx, mustResolve(t, short), `SELECT 1`); err != nil {
 		t.Fatal(err)
 	}
-	v4 := s.flush(3, map[string][]change{"public.orders": {{cdc.OpInsert, 0x400, 3, "c"}}})
+	v5 := s.flush(4, map[string][]change{"public.orders": {{cdc.OpInsert, 0x500, 4, "d"}}})
 	mustResolve(t, short) // first seen now: Grace runs from here
 	time.Sleep(time.Millisecond)
-	if at := mustResolve(t, short); at.Version() != v4.Version {
-		t.Errorf("grace over: version %d, want the newest %d", at.Version(), v4.Version)
+	if at := mustResolve(t, short); at.Version() != v5.Version {
+		t.Errorf("grace over: version %d, want the newest %d", at.Version(), v5.Version)
 	}
 }
 
