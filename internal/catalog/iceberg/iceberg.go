@@ -1,0 +1,255 @@
+// Package iceberg adapts github.com/apache/iceberg-go to the publisher's
+// port (catalog.Catalog): any of its catalogs (the embedded SQL catalog on
+// SQLite, REST, Glue), tables whose data files are the sink's own files,
+// addressed under the warehouse, the sink's root. The Iceberg metadata
+// (metadata JSON, manifest lists, manifests) lives under the sink's
+// _pgcdc/iceberg/ prefix, which pg-cdc's garbage collection never touches.
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	iceberg "github.com/apache/iceberg-go"
+	icecat "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// MetadataPrefix is where the tables' Iceberg metadata lives in the sink.
+const MetadataPrefix = "_pgcdc/iceberg"
+
+// Adapter is an Iceberg catalog as the publisher's port.
+type Adapter struct {
+	cat icecat.Catalog
+	// warehouse is the sink's root as a location ("file:///srv/sink",
+	// "s3://bucket/prefix"), without a trailing slash.
+	warehouse string
+}
+
+// New adapts cat, whose tables' files are under warehouse.
+func New(cat icecat.Catalog, warehouse string) *Adapter {
+	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/")}
+}
+
+// Location is a sink key's location in the warehouse.
+func (a *Adapter) Location(key string) string { return a.warehouse + "/" + key }
+
+// key is the sink key of a location, or "" when it is outside the
+// warehouse.
+func (a *Adapter) key(location string) string {
+	k, ok := strings.CutPrefix(location, a.warehouse+"/")
+	if !ok {
+		return ""
+	}
+	return k
+}
+
+func ident(id catalog.Ident) table.Identifier { return append(append(table.Identifier{}, id.Namespace...), id.Name) }
+
+// tableLocation is where a table's metadata goes: one directory per
+// namespace level and name, each escaped as sink keys escape identifiers.
+func (a *Adapter) tableLocation(id catalog.Ident) string {
+	parts := []string{MetadataPrefix}
+	for _, p := range append(append([]string{}, id.Namespace...), id.Name) {
+		parts = append(parts, manifest.EscapeKeyElement(p))
+	}
+	return a.Location(strings.Join(parts, "/"))
+}
+
+// Load returns what the table holds: its current snapshot's files and the
+// manifest version its summary records.
+func (a *Adapter) Load(ctx context.Context, id catalog.Ident) (catalog.Published, bool, error) {
+	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if errors.Is(err, icecat.ErrNoSuchTable) {
+		return catalog.Published{}, false, nil
+	}
+	if err != nil {
+		return catalog.Published{}, false, err
+	}
+	pub := catalog.Published{Files: map[string]bool{}}
+	pub.SchemaID, _ = strconv.Atoi(tbl.Properties()[catalog.PropertySchemaVersion])
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return pub, true, nil
+	}
+	if snap.Summary != nil {
+		pub.ManifestVersion = catalog.VersionOf(snap.Summary.Properties)
+	}
+	files, err := a.files(ctx, tbl, snap)
+	if err != nil {
+		return catalog.Published{}, false, err
+	}
+	for _, loc := range files {
+		k := a.key(loc)
+		if k == "" {
+			return catalog.Published{}, false, fmt.Errorf("%s: data file %s is outside the warehouse %s", id, loc, a.warehouse)
+		}
+		pub.Files[k] = true
+	}
+	return pub, true, nil
+}
+
+// files lists the data files of a snapshot.
+func (a *Adapter) files(ctx context.Context, tbl *table.Table, snap *table.Snapshot) ([]string, error) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mfs, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("manifests of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.ManifestContent() != iceberg.ManifestContentData {
+			continue
+		}
+		entries, err := mf.FetchEntries(fs, true)
+		if err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			out = append(out, e.DataFile().FilePath())
+		}
+	}
+	return out, nil
+}
+
+// schema is pg-cdc's schema as iceberg-go's.
+func schema(s icebergschema.Schema) (*iceberg.Schema, error) {
+	var out iceberg.Schema
+	if err := json.Unmarshal(s.JSON(), &out); err != nil {
+		return nil, fmt.Errorf("iceberg schema %d: %w", s.SchemaID, err)
+	}
+	return &out, nil
+}
+
+// Create makes the table (and each level of its namespace) and pushes the
+// exact schema: CreateTable assigns fresh field ids, so the schema it
+// holds is replaced by pg-cdc's, ids included, at once.
+func (a *Adapter) Create(ctx context.Context, id catalog.Ident, s icebergschema.Schema, props map[string]string) error {
+	for i := range id.Namespace {
+		ns := table.Identifier(id.Namespace[:i+1])
+		exists, err := a.cat.CheckNamespaceExists(ctx, ns)
+		if err != nil {
+			return fmt.Errorf("namespace %s: %w", strings.Join(ns, "."), err)
+		}
+		if exists {
+			continue
+		}
+		if err := a.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, icecat.ErrNamespaceAlreadyExists) {
+			return fmt.Errorf("create namespace %s: %w", strings.Join(ns, "."), err)
+		}
+	}
+	sc, err := schema(s)
+	if err != nil {
+		return err
+	}
+	p := iceberg.Properties{"format-version": "2"}
+	for k, v := range props {
+		p[k] = v
+	}
+	tbl, err := a.cat.CreateTable(ctx, ident(id), sc, icecat.WithLocation(a.tableLocation(id)), icecat.WithProperties(p))
+	if err != nil {
+		return err
+	}
+	return a.setSchema(ctx, tbl, sc)
+}
+
+// setSchema makes sc, exactly, tbl's current schema, and records its
+// pg-cdc schema version in the table property catalog.PropertySchemaVersion
+// (the catalog may number its schemas otherwise).
+func (a *Adapter) setSchema(ctx context.Context, tbl *table.Table, sc *iceberg.Schema) error {
+	cur := tbl.Schema()
+	version := strconv.Itoa(sc.ID)
+	if cur.Equals(sc) && tbl.Properties()[catalog.PropertySchemaVersion] == version {
+		return nil
+	}
+	_, _, err := a.cat.CommitTable(ctx, tbl.Identifier(),
+		[]table.Requirement{table.AssertCurrentSchemaID(cur.ID)},
+		[]table.Update{table.NewAddSchemaUpdate(sc), table.NewSetCurrentSchemaUpdate(-1),
+			table.NewSetPropertiesUpdate(iceberg.Properties{catalog.PropertySchemaVersion: version})})
+	if err != nil {
+		return fmt.Errorf("set schema version %d: %w", sc.ID, err)
+	}
+	return nil
+}
+
+// Commit applies c: the schema, then one snapshot adding and removing the
+// files, its summary c.Summary.
+func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
+	tbl, err := a.cat.LoadTable(ctx, ident(c.Ident))
+	if err != nil {
+		return err
+	}
+	if c.Schema != nil {
+		sc, err := schema(*c.Schema)
+		if err != nil {
+			return err
+		}
+		if err := a.setSchema(ctx, tbl, sc); err != nil {
+			return err
+		}
+		if tbl, err = a.cat.LoadTable(ctx, ident(c.Ident)); err != nil {
+			return err
+		}
+	}
+	if len(c.Add) == 0 && len(c.Remove) == 0 {
+		return nil
+	}
+	add := make([]string, len(c.Add))
+	for i, f := range c.Add {
+		add[i] = a.Location(f.Path)
+	}
+	remove := make([]string, len(c.Remove))
+	for i, k := range c.Remove {
+		remove[i] = a.Location(k)
+	}
+	tx := tbl.NewTransaction()
+	props := iceberg.Properties(c.Summary)
+	if len(remove) == 0 {
+		err = tx.AddFiles(ctx, add, props, false)
+	} else {
+		err = tx.ReplaceDataFiles(ctx, remove, add, props)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+// Expire removes snapshots older than maxAge, keeping the keep newest, and
+// never a file: the data files are pg-cdc's (its garbage collection
+// deletes them), so iceberg-go's post-commit deletion is off.
+func (a *Adapter) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) error {
+	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if err != nil {
+		return err
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithOlderThan(maxAge), table.WithRetainLast(keep), table.WithPostCommit(false)); err != nil {
+		return err
+	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+// MetadataLocation is the table's current metadata file, for readers that
+// take a path.
+func (a *Adapter) MetadataLocation(ctx context.Context, id catalog.Ident) (string, error) {
+	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if err != nil {
+		return "", err
+	}
+	return tbl.MetadataLocation(), nil
+}

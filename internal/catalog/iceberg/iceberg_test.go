@@ -1,0 +1,363 @@
+package iceberg_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	iceberg "github.com/apache/iceberg-go"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	_ "modernc.org/sqlite"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
+	adapter "github.com/pg-cdc/pg-cdc/internal/catalog/iceberg"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
+)
+
+// row is one change row of the test table (id bigint, v text[, w bigint]).
+type row struct {
+	op  cdc.Op
+	lsn int
+	id  int
+	v   string
+	w   int // written only by schema version 2
+}
+
+// sink is a filesystem sink whose versions the test commits by hand.
+type sink struct {
+	t     *testing.T
+	dir   string
+	store *fs.Store
+	mc    *manifest.Committer
+	tbl   *cdc.Table
+	now   time.Time
+	n     int
+}
+
+func newSink(t *testing.T) *sink {
+	dir := t.TempDir()
+	store, err := fs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{t: t, dir: dir, store: store, now: time.Now().UTC().Add(-time.Minute)}
+	s.tbl = &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "t"}, OID: 100, ReplicaIdentity: cdc.ReplicaIdentityDefault, SchemaVersion: 1,
+		PrimaryKey: []string{"id"},
+		Columns: []cdc.Column{
+			{Name: "id", TypeOID: 20, TypeMod: -1, PGType: "bigint", FieldID: 1, NotNull: true},
+			{Name: "v", TypeOID: 25, TypeMod: -1, PGType: "text", FieldID: 2},
+		}}
+	ps, err := parquetfile.NewSchema(s.tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := s.write("base", []row{{cdc.OpInsert, 0x100, 1, "a", 0}, {cdc.OpInsert, 0x100, 2, "b", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}})
+	m := &manifest.Manifest{Source: manifest.Source{SystemIdentifier: "1"}, EndLSN: 0x100, Tables: map[string]*manifest.Table{
+		"public.t": {Schema: "public", Name: "t", OID: 100, Generation: "g0001", PrimaryKey: []string{"id"}, ReplicaIdentity: "default",
+			SchemaVersion: 1, Schemas: []manifest.SchemaVersion{{Version: 1, Columns: ps.ManifestColumns(s.tbl)}},
+			Snapshot: manifest.Snapshot{State: manifest.SnapshotComplete, LSN: 0x100},
+			Base:     &manifest.Base{MaxLSN: 0x100, RowCount: 3, Files: []manifest.File{base}}},
+	}}
+	m.AppendHistory(manifest.EpochRecord{Epoch: 0, EndLSN: 0x100, MaxCommitTime: s.now, FlushedAt: s.now})
+	if s.mc, err = manifest.Create(context.Background(), store, m, s.now); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// write puts a Parquet file of rows (in the table's current schema).
+func (s *sink) write(kind string, rows []row) manifest.File {
+	s.t.Helper()
+	ps, err := parquetfile.NewSchema(s.tbl)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := parquetfile.NewWriter(&buf, ps)
+	for i, r := range rows {
+		vals := []cdc.Datum{{Kind: cdc.DatumText, Text: []byte(strconv.Itoa(r.id))}, {Kind: cdc.DatumText, Text: []byte(r.v)}}
+		if r.op == cdc.OpDelete {
+			vals[1] = cdc.Datum{Kind: cdc.DatumNull}
+		}
+		if len(s.tbl.Columns) == 3 {
+			vals = append(vals, cdc.Datum{Kind: cdc.DatumText, Text: []byte(strconv.Itoa(r.w))})
+		}
+		if err := w.Write(cdc.RowMeta{Op: r.op, LSN: cdc.LSN(r.lsn), Seq: int64(i), XID: cdc.XID(r.lsn), CommitTime: s.now}, vals); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.n++
+	path := fmt.Sprintf("public/t/g0001/%s/%d/part-00000.parquet", kind, s.n)
+	if err := s.store.Put(context.Background(), path, bytes.NewReader(buf.Bytes())); err != nil {
+		s.t.Fatal(err)
+	}
+	return manifest.File{Path: path, Rows: int64(len(rows)), Bytes: int64(buf.Len())}
+}
+
+// commit applies fn to the manifest as one version.
+func (s *sink) commit(fn func(m *manifest.Manifest, mt *manifest.Table)) *manifest.Manifest {
+	s.t.Helper()
+	s.now = s.now.Add(time.Second)
+	m, err := s.mc.Commit(context.Background(), func(m *manifest.Manifest) error {
+		fn(m, m.Tables["public.t"])
+		m.Epoch++
+		m.AppendHistory(manifest.EpochRecord{Epoch: m.Epoch, EndLSN: m.EndLSN, MaxCommitTime: s.now, FlushedAt: s.now})
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return m
+}
+
+func (s *sink) delta(rows []row) *manifest.Manifest {
+	f := s.write("delta", rows)
+	return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+		for _, r := range rows {
+			m.EndLSN = max(m.EndLSN, cdc.LSN(r.lsn))
+		}
+		mt.Deltas = append(mt.Deltas, manifest.Delta{Epoch: m.Epoch + 1, SchemaVersion: mt.SchemaVersion, Rows: f.Rows, Files: []manifest.File{f}})
+	})
+}
+
+// flaky is a catalog whose next commit is applied and then reported failed
+// (an answer lost on the way back), or refused before it is applied.
+type flaky struct {
+	catalog.Catalog
+	lose, refuse bool
+}
+
+func (f *flaky) Commit(ctx context.Context, c catalog.Commit) error {
+	if f.refuse {
+		f.refuse = false
+		return errors.New("503 from the catalog")
+	}
+	err := f.Catalog.Commit(ctx, c)
+	if f.lose && err == nil {
+		f.lose = false
+		return errors.New("connection reset after the commit")
+	}
+	return err
+}
+
+func openCatalog(t *testing.T, s *sink) (*sqlcat.Catalog, *adapter.Adapter) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cat, err := sqlcat.NewCatalog("pgcdc", db, sqlcat.SQLite, iceberg.Properties{"warehouse": "file://" + s.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat, adapter.New(cat, "file://"+s.dir)
+}
+
+// scan reads the changelog with iceberg-go's own scanner: "op:id:v[:w]"
+// per row, in (lsn, seq) order.
+func scan(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("scan %s: %v", id, err)
+	}
+	defer at.Release()
+	sc := at.Schema()
+	col := func(name string) int {
+		idx := sc.FieldIndices(name)
+		if len(idx) != 1 {
+			t.Fatalf("scan %s: no column %s in %s", id, name, sc)
+		}
+		return idx[0]
+	}
+	type out struct {
+		lsn, seq int64
+		s        string
+	}
+	var rows []out
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	wi := -1
+	if len(sc.FieldIndices("w")) == 1 {
+		wi = col("w")
+	}
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			op := rec.Column(col("__op")).(*array.String).Value(i)
+			lsn := rec.Column(col("__lsn")).(*array.Int64).Value(i)
+			seq := rec.Column(col("__seq")).(*array.Int64).Value(i)
+			idv := rec.Column(col("id")).(*array.Int64).Value(i)
+			v := "-"
+			if c := rec.Column(col("v")).(*array.String); c.IsValid(i) {
+				v = c.Value(i)
+			}
+			s := fmt.Sprintf("%s:%d:%s", op, idv, v)
+			if wi >= 0 {
+				if c := rec.Column(wi).(*array.Int64); c.IsValid(i) {
+					s += ":" + strconv.FormatInt(c.Value(i), 10)
+				} else {
+					s += ":-"
+				}
+			}
+			rows = append(rows, out{lsn, seq, s})
+		}
+	}
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(rows, func(a, b out) int {
+		if a.lsn != b.lsn {
+			return int(a.lsn - b.lsn)
+		}
+		return int(a.seq - b.seq)
+	})
+	var strs []string
+	for _, r := range rows {
+		strs = append(strs, r.s)
+	}
+	return strs
+}
+
+func snapshots(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []table.Snapshot {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), append(table.Identifier{}, append(id.Namespace, id.Name)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.Metadata().Snapshots()
+}
+
+func equal(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
+// TestChangelog publishes a table's versions to the embedded SQL catalog
+// and reads them back with iceberg-go's scanner: the snapshot base and the
+// deltas as written, pg-cdc's field ids (metadata columns included), the
+// summary naming the manifest version; a lost answer and a refusal publish
+// nothing twice; a new column is mirrored with its id; a compaction keeps
+// the folded change files inside the retention and drops them after it.
+func TestChangelog(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	cat, ad := openCatalog(t, s)
+	fl := &flaky{Catalog: ad}
+	clock := time.Now()
+	p := catalog.New(catalog.Options{Catalog: fl, Retention: time.Hour, Now: func() time.Time { return clock }})
+	id := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
+
+	m := s.mc.Current()
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "after the snapshot", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c")
+
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"pgcdc_changelog", "public", "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"__op": icebergschema.FieldOp, "__lsn": icebergschema.FieldLSN, "__unchanged": icebergschema.FieldUnchanged, "id": 1, "v": 2} {
+		if f, ok := tbl.Schema().FindFieldByName(name); !ok || f.ID != want {
+			t.Errorf("field %s: %+v, want id %d", name, f, want)
+		}
+	}
+	if got := catalog.VersionOf(tbl.CurrentSnapshot().Summary.Properties); got != m.Version {
+		t.Errorf("summary manifest version %d, want %d", got, m.Version)
+	}
+
+	m = s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}})
+	fl.lose = true
+	if _, err := p.Publish(ctx, m); err == nil {
+		t.Fatal("a lost answer reported no error")
+	}
+	before := len(snapshots(t, cat, id))
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if after := len(snapshots(t, cat, id)); after != before {
+		t.Errorf("the retry after a lost answer made %d more snapshot(s)", after-before)
+	}
+	equal(t, "after a delta", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c", "U:1:a2", "D:2:-", "I:4:d")
+
+	fl.refuse = true
+	m = s.delta([]row{{cdc.OpInsert, 0x300, 5, "e", 0}})
+	if _, err := p.Publish(ctx, m); err == nil {
+		t.Fatal("a refused commit reported no error")
+	}
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	// A column added: schema version 2, field id 3.
+	s.tbl.Columns = append(s.tbl.Columns, cdc.Column{Name: "w", TypeOID: 20, TypeMod: -1, PGType: "bigint", FieldID: 3})
+	s.tbl.SchemaVersion = 2
+	ps, _ := parquetfile.NewSchema(s.tbl)
+	s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+		mt.SchemaVersion = 2
+		mt.Schemas = append(mt.Schemas, manifest.SchemaVersion{Version: 2, FromEpoch: m.Epoch + 1, Columns: ps.ManifestColumns(s.tbl)})
+	})
+	m = s.delta([]row{{cdc.OpUpdate, 0x400, 3, "c2", 7}})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "after a column was added", scan(t, cat, id),
+		"I:1:a:-", "I:2:b:-", "I:3:c:-", "U:1:a2:-", "D:2:-:-", "I:4:d:-", "I:5:e:-", "U:3:c2:7")
+	tbl, _ = cat.LoadTable(ctx, table.Identifier{"pgcdc_changelog", "public", "t"})
+	if f, ok := tbl.Schema().FindFieldByName("w"); !ok || f.ID != 3 {
+		t.Errorf("field w: %+v, want id 3", f)
+	}
+
+	// A compaction folds everything into a compacted base: the change
+	// files stay while inside the retention, and leave after it.
+	folded := catalog.ChangeFiles(m.Tables["public.t"])
+	compacted := s.write("base", []row{{cdc.OpUpdate, 0x400, 1, "a2", 0}})
+	m = s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+		at := s.now
+		for _, f := range folded {
+			m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: f.Path, RetiredAt: s.now})
+		}
+		mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: 0x400, Files: []manifest.File{compacted}, CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}, SchemaVersion: 2}
+		mt.Deltas = nil
+	})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(scan(t, cat, id)); got != 8 {
+		t.Errorf("inside the retention after a compaction: %d change rows, want 8", got)
+	}
+	clock = clock.Add(2 * time.Hour)
+	m = s.delta([]row{{cdc.OpInsert, 0x500, 6, "f", 1}})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "past the retention", scan(t, cat, id), "I:6:f:1")
+	if st := p.Status(); st.Version != m.Version || len(st.Tables) != 1 || st.Tables[0].Removed != len(folded) {
+		t.Errorf("status %+v", st)
+	}
+}

@@ -1,0 +1,110 @@
+package catalog
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// table is a manifest table with a snapshot (or compacted) base and deltas.
+func table(compacted bool, base []string, deltas ...string) *manifest.Table {
+	mt := &manifest.Table{Schema: "public", Name: "t", SchemaVersion: 1, PrimaryKey: []string{"id"},
+		Schemas: []manifest.SchemaVersion{{Version: 1, Columns: []manifest.Column{{Name: "id", ParquetType: "INT64", FieldID: 1}}}}}
+	mt.Base = &manifest.Base{}
+	for _, p := range base {
+		mt.Base.Files = append(mt.Base.Files, manifest.File{Path: p, Rows: 1})
+	}
+	if compacted {
+		at := now
+		mt.Base.CompactedAt, mt.Base.SortedBy = &at, []string{"id", "__lsn", "__seq"}
+	}
+	for i, p := range deltas {
+		mt.Deltas = append(mt.Deltas, manifest.Delta{Epoch: uint64(i + 1), Files: []manifest.File{{Path: p, Rows: 1}}})
+	}
+	return mt
+}
+
+func set(paths ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range paths {
+		out[p] = true
+	}
+	return out
+}
+
+func paths(fs []manifest.File) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestPlanChangelog(t *testing.T) {
+	id := ChangelogIdent(DefaultPrefix, "public", "t")
+	if id.String() != "pgcdc_changelog.public.t" {
+		t.Errorf("ident %s", id)
+	}
+	const retention = time.Hour
+	for _, c := range []struct {
+		name       string
+		mt         *manifest.Table
+		garbage    []manifest.RetiredFile
+		pub        Published
+		add, rm    string
+		schema     bool
+		wantSchema int
+	}{
+		{name: "first publication: the snapshot base and the deltas, and the schema",
+			mt: table(false, []string{"b0"}, "d1", "d2"), add: "b0,d1,d2", schema: true},
+		{name: "a new delta",
+			mt: table(false, []string{"b0"}, "d1", "d2", "d3"), pub: Published{ManifestVersion: 3, SchemaID: 1, Files: set("b0", "d1", "d2")}, add: "d3"},
+		{name: "a commit whose answer was lost plans to nothing",
+			mt: table(false, []string{"b0"}, "d1"), pub: Published{ManifestVersion: 2, SchemaID: 1, Files: set("b0", "d1")}},
+		{name: "a compaction: the compacted base is state, not changes; the folded files stay inside the retention",
+			mt:      table(true, []string{"c5"}, "d6"),
+			garbage: []manifest.RetiredFile{{Path: "b0", RetiredAt: now.Add(-time.Minute)}, {Path: "d1", RetiredAt: now.Add(-time.Minute)}},
+			pub:     Published{ManifestVersion: 5, SchemaID: 1, Files: set("b0", "d1")}, add: "d6"},
+		{name: "files retired longer ago than the retention leave",
+			mt:      table(true, []string{"c5"}, "d6"),
+			garbage: []manifest.RetiredFile{{Path: "b0", RetiredAt: now.Add(-2 * time.Hour)}, {Path: "d1", RetiredAt: now.Add(-time.Minute)}},
+			pub:     Published{ManifestVersion: 6, SchemaID: 1, Files: set("b0", "d1", "d6")}, rm: "b0"},
+		{name: "a file the manifest no longer lists at all leaves",
+			mt: table(false, nil, "d7"), pub: Published{ManifestVersion: 6, SchemaID: 1, Files: set("gone", "d7")}, rm: "gone"},
+		{name: "a new schema version",
+			mt: func() *manifest.Table {
+				mt := table(false, nil, "d1")
+				mt.SchemaVersion = 2
+				mt.Schemas = append(mt.Schemas, manifest.SchemaVersion{Version: 2, Columns: []manifest.Column{
+					{Name: "id", ParquetType: "INT64", FieldID: 1}, {Name: "v", ParquetType: "STRING", FieldID: 2}}})
+				return mt
+			}(), pub: Published{ManifestVersion: 1, SchemaID: 1, Files: set("d1")}, schema: true, wantSchema: 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &manifest.Manifest{Version: 9, Tables: map[string]*manifest.Table{"public.t": c.mt}, Garbage: c.garbage}
+			got, err := PlanChangelog(id, "public.t", m, c.pub, now, retention)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if paths(got.Add) != c.add || strings.Join(got.Remove, ",") != c.rm || (got.Schema != nil) != c.schema {
+				t.Errorf("add %q remove %q schema %v; want add %q remove %q schema %v", paths(got.Add), strings.Join(got.Remove, ","), got.Schema != nil, c.add, c.rm, c.schema)
+			}
+			if c.wantSchema != 0 && got.Schema != nil && got.Schema.SchemaID != c.wantSchema {
+				t.Errorf("schema id %d, want %d", got.Schema.SchemaID, c.wantSchema)
+			}
+			if got.Summary[SummaryManifestVersion] != "9" || VersionOf(got.Summary) != 9 {
+				t.Errorf("summary %v", got.Summary)
+			}
+			if got.Empty() != (c.add == "" && c.rm == "" && !c.schema) {
+				t.Errorf("Empty() = %v", got.Empty())
+			}
+		})
+	}
+	if _, err := PlanChangelog(id, "public.nope", &manifest.Manifest{Version: 3}, Published{}, now, retention); err == nil || !strings.Contains(err.Error(), "public.nope") {
+		t.Errorf("unknown table: %v", err)
+	}
+}

@@ -1,0 +1,251 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// Catalog is an Iceberg catalog as the publisher uses it. Paths in it are
+// sink keys; the adapter turns them into the warehouse's locations.
+type Catalog interface {
+	// Load returns what the table holds; found is false when it does not
+	// exist.
+	Load(ctx context.Context, id Ident) (pub Published, found bool, err error)
+	// Create makes the table, and its namespace when missing, with exactly
+	// schema (its field ids too) and props, holding no snapshot.
+	Create(ctx context.Context, id Ident, schema icebergschema.Schema, props map[string]string) error
+	// Commit applies c as one Iceberg commit.
+	Commit(ctx context.Context, c Commit) error
+	// Expire removes the snapshots older than maxAge, keeping at least
+	// the keep newest, without deleting any file.
+	Expire(ctx context.Context, id Ident, maxAge time.Duration, keep int) error
+}
+
+// Observer is told what the publisher did (internal/metrics implements it).
+type Observer interface {
+	// Published: table's Iceberg tables hold manifest version version,
+	// whose newest commit is lag old.
+	Published(table string, version uint64, lag time.Duration)
+	Failed(table string)
+}
+
+// Options configure a Publisher.
+type Options struct {
+	Catalog Catalog
+	// Prefix is the namespace's first level (DefaultPrefix when empty).
+	Prefix string
+	// Retention is history.retention: how long the changelog keeps a
+	// retired file.
+	Retention time.Duration
+	// SnapshotMaxAge and SnapshotMinKeep expire the Iceberg snapshots
+	// (0: Retention and 1).
+	SnapshotMaxAge  time.Duration
+	SnapshotMinKeep int
+	Observer        Observer
+	Now             func() time.Time
+	Log             *slog.Logger
+}
+
+// Publisher publishes manifest versions to a catalog. It is safe for
+// concurrent use; Publish calls are serialised.
+type Publisher struct {
+	o  Options
+	mu sync.Mutex // one publication at a time
+
+	smu    sync.Mutex
+	status Status
+}
+
+// Status is what the publisher last did.
+type Status struct {
+	// Version is the newest manifest version every table was published
+	// at, and At when that happened.
+	Version uint64
+	At      time.Time
+	// Tables lists each Iceberg table's state at the last attempt.
+	Tables []TableStatus
+	// Err is the last attempt's failure, if any.
+	Err string
+}
+
+// TableStatus is one Iceberg table as the last publication left it.
+type TableStatus struct {
+	Table     string `json:"table"` // schema.name
+	Kind      Kind   `json:"kind"`
+	Iceberg   string `json:"iceberg"` // its identifier
+	Version   uint64 `json:"published_version"`
+	Files     int    `json:"files"`
+	Added     int    `json:"added"`
+	Removed   int    `json:"removed"`
+	Committed bool   `json:"committed"`
+	Err       string `json:"error,omitempty"`
+}
+
+// New returns a publisher.
+func New(o Options) *Publisher {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.SnapshotMaxAge <= 0 {
+		o.SnapshotMaxAge = o.Retention
+	}
+	if o.SnapshotMinKeep <= 0 {
+		o.SnapshotMinKeep = 1
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{o: o}
+}
+
+// Status returns what the publisher last did.
+func (p *Publisher) Status() Status {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	return p.status
+}
+
+// Publish brings every captured table's Iceberg tables to manifest version
+// m. Tables are independent: one failing does not stop the others, and the
+// error joins every failure, each naming its table.
+func (p *Publisher) Publish(ctx context.Context, m *manifest.Manifest) (Status, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{}
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
+		ts, err := p.changelog(ctx, key, m)
+		if err != nil {
+			ts.Err = err.Error()
+			errs = append(errs, err)
+			if p.o.Observer != nil {
+				p.o.Observer.Failed(key)
+			}
+		}
+		st.Tables = append(st.Tables, ts)
+	}
+	err := errors.Join(errs...)
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	if err == nil {
+		st.Version, st.At = m.Version, p.o.Now()
+	} else {
+		st.Version, st.At, st.Err = p.status.Version, p.status.At, err.Error()
+	}
+	p.status = st
+	return st, err
+}
+
+// changelog publishes one table's changelog (the order of effects in the
+// package comment).
+func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, error) {
+	mt := m.Tables[key]
+	id := ChangelogIdent(p.o.Prefix, mt.Schema, mt.Name)
+	ts := TableStatus{Table: key, Kind: KindChangelog, Iceberg: id.String()}
+	pub, found, err := p.o.Catalog.Load(ctx, id)
+	if err != nil {
+		return ts, fmt.Errorf("changelog of %s (%s): load: %w", key, id, err)
+	}
+	if !found {
+		sv := mt.CurrentSchema()
+		if sv == nil {
+			return ts, fmt.Errorf("changelog of %s: no schema version %d in manifest version %d", key, mt.SchemaVersion, m.Version)
+		}
+		schema, err := icebergschema.Of(sv.Version, sv.Columns)
+		if err != nil {
+			return ts, fmt.Errorf("changelog of %s: %w", key, err)
+		}
+		props := map[string]string{PropertyTable: key, PropertyKind: string(KindChangelog), PropertyPrimaryKey: strings.Join(mt.PrimaryKey, ",")}
+		if err := p.o.Catalog.Create(ctx, id, schema, props); err != nil {
+			return ts, fmt.Errorf("changelog of %s (%s): create: %w", key, id, err)
+		}
+		p.o.Log.Info("created the Iceberg changelog table", "table", key, "iceberg", id.String())
+		pub = Published{SchemaID: schema.SchemaID}
+	}
+	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
+	if pub.ManifestVersion >= m.Version {
+		return ts, nil // published already (by this process, another, or a commit whose answer was lost)
+	}
+	now := p.o.Now()
+	c, err := PlanChangelog(id, key, m, pub, now, p.o.Retention)
+	if err != nil {
+		return ts, err
+	}
+	if !c.Empty() {
+		if err := p.o.Catalog.Commit(ctx, c); err != nil {
+			return ts, fmt.Errorf("changelog of %s (%s): commit manifest version %d: %w", key, id, m.Version, err)
+		}
+		ts.Committed, ts.Added, ts.Removed = true, len(c.Add), len(c.Remove)
+		ts.Version, ts.Files = m.Version, len(pub.Files)+len(c.Add)-len(c.Remove)
+		p.o.Log.Debug("published", "table", key, "iceberg", id.String(), "version", m.Version, "added", len(c.Add), "removed", len(c.Remove))
+		if err := p.o.Catalog.Expire(ctx, id, p.o.SnapshotMaxAge, p.o.SnapshotMinKeep); err != nil {
+			// The commit stands; the next one expires again.
+			p.o.Log.Warn("expiring Iceberg snapshots", "table", key, "iceberg", id.String(), "err", err)
+		}
+	}
+	if p.o.Observer != nil {
+		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()))
+	}
+	return ts, nil
+}
+
+// Backoff bounds the wait between two failed publications.
+const (
+	minBackoff = time.Second
+	maxBackoff = time.Minute
+)
+
+// Name is the publisher's name among the daemon's followers.
+func (p *Publisher) Name() string { return "catalog publisher" }
+
+// Follow publishes the newest committed version from feed until ctx is
+// done: a failure is logged, counted and retried with a backoff (1 s
+// doubling to a minute), and a version that lands meanwhile is published
+// instead (the feed keeps only the newest: a publisher that falls behind
+// coalesces versions, one Iceberg snapshot for several). It never returns
+// an error but ctx's: the catalog can never stop the stream.
+func (p *Publisher) Follow(ctx context.Context, feed *manifest.Feed) error {
+	var done *manifest.Manifest
+	backoff := minBackoff
+	for {
+		m, err := feed.Next(ctx, done)
+		if err != nil {
+			return nil // ctx is done
+		}
+		if _, err := p.Publish(ctx, m); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.o.Log.Warn("publishing to the catalog failed; retrying", "version", m.Version, "retry_in", backoff.String(), "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			backoff = min(2*backoff, maxBackoff)
+			continue // the same or a newer version, from the start
+		}
+		backoff = minBackoff
+		done = m
+	}
+}
+
+// VersionOf reads a snapshot summary's manifest version (0 when absent).
+func VersionOf(summary map[string]string) uint64 {
+	v, _ := strconv.ParseUint(summary[SummaryManifestVersion], 10, 64)
+	return v
+}
