@@ -40,7 +40,7 @@ shellcheck:
 
 test: postgres versitygw shellcheck
 	$(GO) vet ./...
-	@# The streaming-only build: static, no cgo, no DuckDB (DESIGN §11).
+	@# The streaming-only build: static, no cgo, no DuckDB (design.md §11), no Iceberg publisher.
 	CGO_ENABLED=0 $(GO) build -tags nodb -o /dev/null ./cmd/pg-cdc
 	$(GO) test -race -count=1 -timeout 10m $(PURE_PKGS)
 	$(GO) test -count=1 -timeout 25m $$($(GO) list ./... | grep -v -E '$(PURE_RE)')
@@ -48,7 +48,11 @@ test: postgres versitygw shellcheck
 unit:
 	$(GO) test -race -count=1 $(PURE_PKGS)
 
-demo: postgres build
+# The demo streams and reads back; it needs no Iceberg publisher, whose
+# dependencies (iceberg-go, arrow-go, SQLite) would more than double its
+# cold build (docs/decisions.md).
+demo: postgres
+	$(GO) build -tags noiceberg -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pg-cdc
 	$(GO) run ./cmd/pg-cdc-demo --bin $(BIN)
 
 # Benchmarks (issue 3): a throwaway PostgreSQL, the workloads, pg-cdc

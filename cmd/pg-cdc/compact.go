@@ -26,7 +26,7 @@ state authoritative.`,
 	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error {
 		rep, err := c.Compact(ctx, tables, capture.CompactOptions{MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
-			Retention: cfg.History.Retention})
+			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)})
 		if rep != nil {
 			rep.WriteText(cmd.OutOrStdout())
 		}

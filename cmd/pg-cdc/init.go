@@ -33,6 +33,14 @@ func newInitCmd(app *cli) *cobra.Command {
 				fmt.Fprintf(out, "initialized: %d tables, %d rows snapshotted at LSN %s into %s; run 'pg-cdc start' to stream\n",
 					res.Snapshot.Tables, res.Snapshot.Rows, res.Snapshot.LSN, c.SinkName)
 			}
+			if cfg.Catalog.Type != config.CatalogNone {
+				// catalog sync after init: the snapshot is published at once.
+				if m, _, err := manifest.Load(ctx, c.Sink); err != nil {
+					c.Log.Warn("reading the manifest to publish it to the catalog", "err", err)
+				} else {
+					publishAfterInit(ctx, cfg, m, c.Log)
+				}
+			}
 			return nil
 		}),
 	}

@@ -65,7 +65,7 @@ func run(args []string) int {
 		newPreflightCmd(app), newInitCmd(app), newStartCmd(app), newStatusCmd(app), newTeardownCmd(app),
 		newRebuildCmd(app), newCompactCmd(app), newDumpCmd(app), newVerifyCmd(app), newReconcileCmd(app),
 		newResnapshotCmd(app), newQueryCmd(app), newDiffCmd(app), newRefsCmd(app), newPromoteCmd(app),
-		newServeCmd(app), newMCPCmd(app),
+		newServeCmd(app), newMCPCmd(app), newCatalogCmd(app),
 		newConfigCmd(app), newVersionCmd(),
 	)
 	usageArgs(root)

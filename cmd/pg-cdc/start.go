@@ -19,7 +19,19 @@ func newStartCmd(app *cli) *cobra.Command {
 		Short: "Stream changes from the slot into the sink until stopped (SIGTERM/SIGINT)",
 		Args:  cobra.NoArgs,
 		RunE: app.onCapture(false, func(ctx context.Context, c *capture.Capture, cfg config.Config, _ *cobra.Command) error {
-			return daemon.Run(ctx, app.daemonOptions(c, cfg))
+			o := app.daemonOptions(c, cfg)
+			// The catalog publisher follows the committed versions beside
+			// the stream (catalog.type iceberg); the run group stops it
+			// before Run returns, so the catalog closes after.
+			p, closeCat, err := openPublisher(cfg, c.Log)
+			if err != nil {
+				return err
+			}
+			defer closeCat()
+			if p != nil {
+				o.Followers = append(o.Followers, p)
+			}
+			return daemon.Run(ctx, o)
 		}),
 	}
 }
@@ -44,7 +56,7 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 		Retry: daemon.RetryPolicy{InitialBackoff: cfg.Retry.InitialBackoff, MaxBackoff: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
 		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval, MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
-			Retention: cfg.History.Retention},
+			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)},
 		PromotionMode: cfg.Promotion.Mode, ReconcileInterval: cfg.Schema.ReconcileInterval, HeartbeatInterval: cfg.Replication.HeartbeatInterval,
 		MaxRetainedWAL: cfg.Guardrail.MaxRetainedWALBytes,
 		Listen:         cfg.Metrics.Listen, LivenessTimeout: cfg.Metrics.LivenessTimeout, ReadinessMaxLag: cfg.Metrics.ReadinessMaxLag,

@@ -26,6 +26,8 @@ type CompactOptions struct {
 	// Retention is history.retention: the garbage collection keeps every
 	// manifest version committed within it readable (compact.Collect).
 	Retention time.Duration
+	// KeepRetired is compact.CollectOptions.KeepRetired.
+	KeepRetired time.Duration
 }
 
 // Compact folds the deltas of tables (every table when none are named)
@@ -43,7 +45,7 @@ func (c *Capture) Compact(ctx context.Context, tables []string, o CompactOptions
 		return nil, err
 	}
 	opts := compact.Options{ScratchDir: filepath.Join(c.StateDir, "compact"), MemoryBytes: o.MemoryBytes,
-		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention,
+		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention, KeepRetired: o.KeepRetired,
 		Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, c.Sink) }}
 	results, gc, err := compact.Pass(ctx, c.Sink, mc, ids, opts, o.GracePeriod)
 	return &CompactReport{Results: results, GC: gc}, err

@@ -43,7 +43,9 @@ type Ident struct {
 	Name      string
 }
 
-func (id Ident) String() string { return strings.Join(append(slices.Clone(id.Namespace), id.Name), ".") }
+func (id Ident) String() string {
+	return strings.Join(append(slices.Clone(id.Namespace), id.Name), ".")
+}
 
 // ChangelogIdent is the changelog table of the captured table schema.name:
 // namespace [prefix_changelog, schema], name table. The PostgreSQL names are

@@ -30,6 +30,9 @@ type Catalog interface {
 	// Expire removes the snapshots older than maxAge, keeping at least
 	// the keep newest, without deleting any file.
 	Expire(ctx context.Context, id Ident, maxAge time.Duration, keep int) error
+	// MetadataLocation is the table's current metadata file, for readers
+	// that take a path.
+	MetadataLocation(ctx context.Context, id Ident) (string, error)
 }
 
 // Observer is told what the publisher did (internal/metrics implements it).
@@ -89,7 +92,58 @@ type TableStatus struct {
 	Added     int    `json:"added"`
 	Removed   int    `json:"removed"`
 	Committed bool   `json:"committed"`
-	Err       string `json:"error,omitempty"`
+	// Drift is what a publication of the manifest version would still
+	// change (Inspect): files to add and to remove, a schema to push.
+	Drift *Drift `json:"drift,omitempty"`
+	// Metadata is the table's current metadata location (Inspect).
+	Metadata string `json:"metadata_location,omitempty"`
+	Err      string `json:"error,omitempty"`
+}
+
+// Drift is what an Iceberg table lacks against a manifest version.
+type Drift struct {
+	Add    int  `json:"add"`
+	Remove int  `json:"remove"`
+	Schema bool `json:"schema"`
+	// Missing: the table does not exist yet.
+	Missing bool `json:"missing"`
+}
+
+// InSync reports whether the table holds the manifest version.
+func (d *Drift) InSync() bool {
+	return d != nil && !d.Missing && d.Add == 0 && d.Remove == 0 && !d.Schema
+}
+
+// Inspect compares every table's changelog with manifest version m, and
+// changes nothing: what pg-cdc catalog status shows.
+func (p *Publisher) Inspect(ctx context.Context, m *manifest.Manifest) ([]TableStatus, error) {
+	var out []TableStatus
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
+		mt := m.Tables[key]
+		id := ChangelogIdent(p.o.Prefix, mt.Schema, mt.Name)
+		ts := TableStatus{Table: key, Kind: KindChangelog, Iceberg: id.String()}
+		pub, found, err := p.o.Catalog.Load(ctx, id)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("changelog of %s (%s): load: %w", key, id, err)
+		case !found:
+			ts.Drift = &Drift{Missing: true, Add: len(ChangeFiles(mt)), Schema: true}
+		default:
+			ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
+			var c Commit
+			if c, err = PlanChangelog(id, key, m, pub, p.o.Now(), p.o.Retention); err == nil {
+				ts.Drift = &Drift{Add: len(c.Add), Remove: len(c.Remove), Schema: c.Schema != nil}
+				ts.Metadata, err = p.o.Catalog.MetadataLocation(ctx, id)
+			}
+		}
+		if err != nil {
+			ts.Err = err.Error()
+			errs = append(errs, err)
+		}
+		out = append(out, ts)
+	}
+	return out, errors.Join(errs...)
 }
 
 // New returns a publisher.

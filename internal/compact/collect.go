@@ -30,6 +30,10 @@ type CollectOptions struct {
 	// Pinned returns the versions refs pin (nil: none): their files and
 	// the log they are read from are kept whatever their age.
 	Pinned func(ctx context.Context) ([]uint64, error)
+	// KeepRetired keeps every retired file at least this long after its
+	// retirement, beyond Grace and Retention: a published Iceberg
+	// snapshot may still name it (catalog.Retention).
+	KeepRetired time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -72,7 +76,7 @@ type CollectResult struct {
 //     oldest readable version is recorded first, so a reader never finds
 //     it deleted;
 //  2. files the manifest lists as retired for longer than max(Grace,
-//     Retention) — versions committed within the retention may still name
+//     Retention, KeepRetired) — versions committed within the retention may still name
 //     them — unless the oldest retained version or a pinned version names
 //     them;
 //  3. orphans: files under the tables' prefixes that the manifest neither
@@ -107,7 +111,7 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 	}
 
 	cutoff := now.Add(-o.Grace)
-	retiredCutoff := now.Add(-max(o.Grace, o.Retention))
+	retiredCutoff := now.Add(-max(o.Grace, o.Retention, o.KeepRetired))
 	live := referenced(m)
 	listed := make(map[string]bool, len(m.Garbage))
 	var due []string

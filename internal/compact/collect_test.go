@@ -110,15 +110,20 @@ func TestCollectRetentionBoundsGrace(t *testing.T) {
 		grace, retention time.Duration
 		after            time.Duration // since the file was retired
 		kept             bool
+		keepRetired      time.Duration
 	}{
-		{"retired 2h ago, grace 1h, retention 7d: kept", time.Hour, 7 * 24 * time.Hour, 2 * time.Hour, true},
-		{"retired 2h ago, grace 1h, retention 30m: deleted", time.Hour, 30 * time.Minute, 2 * time.Hour, false},
-		{"retired 45m ago, grace 1h, retention 30m: kept", time.Hour, 30 * time.Minute, 45 * time.Minute, true},
-		{"retired 8d ago, grace 1h, retention 7d: deleted", time.Hour, 7 * 24 * time.Hour, 8 * 24 * time.Hour, false},
+		{"retired 2h ago, grace 1h, retention 7d: kept", time.Hour, 7 * 24 * time.Hour, 2 * time.Hour, true, 0},
+		{"retired 2h ago, grace 1h, retention 30m: deleted", time.Hour, 30 * time.Minute, 2 * time.Hour, false, 0},
+		{"retired 45m ago, grace 1h, retention 30m: kept", time.Hour, 30 * time.Minute, 45 * time.Minute, true, 0},
+		{"retired 8d ago, grace 1h, retention 7d: deleted", time.Hour, 7 * 24 * time.Hour, 8 * 24 * time.Hour, false, 0},
+		// A catalog's snapshots may name a retired file for their max age
+		// more (catalog.Retention).
+		{"retired 2h ago, grace 1h, retention 30m, keep retired 3h: kept", time.Hour, 30 * time.Minute, 2 * time.Hour, true, 3 * time.Hour},
+		{"retired 4h ago, grace 1h, retention 30m, keep retired 3h: deleted", time.Hour, 30 * time.Minute, 4 * time.Hour, false, 3 * time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newHistoryFixture(t, func(time.Time) time.Time { return time.Now() })
-			res := f.collect(t, compact.CollectOptions{Grace: tc.grace, Retention: tc.retention, Now: at(tc.after)})
+			res := f.collect(t, compact.CollectOptions{Grace: tc.grace, Retention: tc.retention, KeepRetired: tc.keepRetired, Now: at(tc.after)})
 			if f.present(t) != tc.kept {
 				t.Errorf("file present %v, want %v (%+v)", !tc.kept, tc.kept, res)
 			}

@@ -76,6 +76,8 @@ type Options struct {
 	// collection's (CollectOptions).
 	Retention time.Duration
 	Pinned    func(context.Context) ([]uint64, error)
+	// KeepRetired is CollectOptions.KeepRetired.
+	KeepRetired time.Duration
 }
 
 func (o *Options) defaults() {
@@ -425,7 +427,7 @@ func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []
 	if ctx.Err() != nil {
 		return results, CollectResult{}, errors.Join(errs...)
 	}
-	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, Now: opts.Now})
+	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, KeepRetired: opts.KeepRetired, Now: opts.Now})
 	if err != nil {
 		errs = append(errs, err)
 	} else if gc.Retired+gc.Orphans+gc.LogDeleted > 0 {

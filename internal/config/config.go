@@ -28,6 +28,7 @@ type Config struct {
 	Promotion   PromotionConfig
 	Query       QueryConfig
 	Serve       ServeConfig
+	Catalog     CatalogConfig
 	Log         LogConfig
 	// Types maps "schema.table.column" to a representation that replaces
 	// the column's default Parquet mapping (docs/types.md), e.g. "string".
@@ -315,6 +316,40 @@ type QueryConfig struct {
 	CacheBytes int64
 }
 
+// CatalogConfig is the "catalog" section (design.md §12): the sink's
+// tables published as Apache Iceberg tables.
+type CatalogConfig struct {
+	// Type (catalog.type) is "" (default: none) or "iceberg".
+	Type    string
+	Iceberg IcebergConfig
+}
+
+// Catalog types.
+const (
+	CatalogNone    = ""
+	CatalogIceberg = "iceberg"
+	IcebergSQL     = "sql"
+)
+
+// IcebergConfig is the "catalog.iceberg" section.
+type IcebergConfig struct {
+	// Type (catalog.iceberg.type) is the Iceberg catalog: "sql" (default),
+	// the embedded SQL catalog on SQLite.
+	Type string
+	// URI (catalog.iceberg.uri) is the SQL catalog's SQLite file. Default
+	// state.path/iceberg-catalog.db.
+	URI string
+	// Namespace (catalog.iceberg.namespace) is the first namespace level of
+	// every published table. Default "pgcdc".
+	Namespace string
+	// SnapshotMaxAge and SnapshotMinKeep (catalog.iceberg.snapshot_max_age,
+	// catalog.iceberg.snapshot_min_keep) expire Iceberg snapshots older
+	// than the age, keeping the newest few. Defaults 24h and 10. Garbage
+	// collection keeps a retired file history.retention + the age.
+	SnapshotMaxAge  time.Duration
+	SnapshotMinKeep int
+}
+
 // ServeConfig is the "serve" section: pg-cdc serve and pg-cdc mcp (REST,
 // MCP and server-sent events over the read path; docs/serve.md).
 type ServeConfig struct {
@@ -483,6 +518,7 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
+		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{

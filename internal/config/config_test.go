@@ -95,6 +95,7 @@ func TestParseFull(t *testing.T) {
 		Promotion:   PromotionConfig{Mode: PromotionAuto},
 		Query:       Default().Query,
 		Serve:       Default().Serve,
+		Catalog:     Default().Catalog,
 		Log:         LogConfig{Level: "debug", Format: "json"},
 		Types:       map[string]string{"public.orders.id_uuid": "string"},
 	}
@@ -423,8 +424,9 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
 		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
 			MaxConcurrent: 1, QueueWait: time.Second, VersionGrace: time.Second, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}, AllowedHosts: []string{"1"}},
-		Log:   LogConfig{Level: "v", Format: "v"},
-		Types: map[string]string{"s.t.c": "v"},
+		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Namespace: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
+		Log:     LogConfig{Level: "v", Format: "v"},
+		Types:   map[string]string{"s.t.c": "v"},
 	}) {
 		t.Fatalf("some field has no leaf: %+v", c)
 	}

@@ -69,7 +69,7 @@ func (c Config) validate() []*FieldError {
 		c.validateSource, c.validateTables, c.validateTypes, c.validateReplication, c.validateInit,
 		c.validateStorage, c.validateAWS, c.validateFlush, c.validateRetry, c.validateState,
 		c.validateCompaction, c.validateGC, c.validateHistory, c.validateMetrics, c.validateGuardrail, c.validateSchema,
-		c.validateBackfill, c.validatePromotion, c.validateQuery, c.validateServe, c.validateLog,
+		c.validateBackfill, c.validatePromotion, c.validateQuery, c.validateServe, c.validateCatalog, c.validateLog,
 	} {
 		check(&p)
 	}
@@ -381,6 +381,33 @@ func (c Config) validateServe(p *problems) {
 	if s.VersionGrace < 0 {
 		p.got("serve.version_grace", s.VersionGrace, "must be ≥ 0 (0: every request waits for the newest version)")
 	}
+}
+
+func (c Config) validateCatalog(p *problems) {
+	cc := c.Catalog
+	switch cc.Type {
+	case CatalogNone:
+		return
+	case CatalogIceberg:
+	default:
+		p.got("catalog.type", cc.Type, `must be "iceberg" or empty (none)`)
+		return
+	}
+	ic := cc.Iceberg
+	if ic.Type != IcebergSQL {
+		// REST and Glue come with the publisher's next step (issue 17).
+		p.got("catalog.iceberg.type", ic.Type, `must be "sql" (the embedded SQLite catalog); rest and glue are not built yet`)
+	}
+	if c.Storage.Type != "" && c.Storage.Type != "filesystem" {
+		p.got("storage.type", c.Storage.Type, "catalog.type iceberg publishes a filesystem sink only so far")
+	}
+	if ic.Namespace == "" || strings.ContainsAny(ic.Namespace, "./") {
+		p.got("catalog.iceberg.namespace", ic.Namespace, "must be a non-empty name without . or /")
+	}
+	if ic.SnapshotMaxAge <= 0 {
+		p.got("catalog.iceberg.snapshot_max_age", ic.SnapshotMaxAge, "must be > 0")
+	}
+	p.positive("catalog.iceberg.snapshot_min_keep", int64(ic.SnapshotMinKeep))
 }
 
 // tokenHash is a serve token's hash as the configuration holds it.

@@ -95,6 +95,9 @@ type CompactionOptions struct {
 	// manifest version committed within it readable (compact.Collect),
 	// and every version a ref names (refs.Pinned).
 	Retention time.Duration
+	// KeepRetired is compact.CollectOptions.KeepRetired (a catalog's
+	// snapshots may name retired files).
+	KeepRetired time.Duration
 }
 
 // Follower is work that follows the committed manifest versions beside the
@@ -276,7 +279,7 @@ func (d *daemon) startBackground(background *stage) {
 		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
-				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention,
+				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, KeepRetired: co.KeepRetired,
 				Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, d.c.Sink) }}}
 		background.Go("compaction", l.run)
 	}

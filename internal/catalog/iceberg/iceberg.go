@@ -8,16 +8,21 @@ package iceberg
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
+	_ "modernc.org/sqlite" // the SQL catalog's driver: pure Go
 
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
@@ -53,7 +58,9 @@ func (a *Adapter) key(location string) string {
 	return k
 }
 
-func ident(id catalog.Ident) table.Identifier { return append(append(table.Identifier{}, id.Namespace...), id.Name) }
+func ident(id catalog.Ident) table.Identifier {
+	return append(append(table.Identifier{}, id.Namespace...), id.Name)
+}
 
 // tableLocation is where a table's metadata goes: one directory per
 // namespace level and name, each escaped as sink keys escape identifiers.
@@ -252,4 +259,30 @@ func (a *Adapter) MetadataLocation(ctx context.Context, id catalog.Ident) (strin
 		return "", err
 	}
 	return tbl.MetadataLocation(), nil
+}
+
+// OpenSQL opens the embedded SQL catalog on the SQLite file path (made when
+// missing) over a filesystem sink at root, and returns the adapter and the
+// function that closes the catalog. Several processes may share the file
+// (start and pg-cdc catalog sync): SQLite serialises their writes, waiting
+// up to 10 s for the lock.
+func OpenSQL(path, root string) (*Adapter, func() error, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("iceberg warehouse %s: %w", root, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
+	}
+	warehouse := "file://" + filepath.ToSlash(abs)
+	cat, err := sqlcat.NewCatalog("pgcdc", db, sqlcat.SQLite, iceberg.Properties{"warehouse": warehouse})
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
+	}
+	return New(cat, warehouse), db.Close, nil
 }

@@ -1,0 +1,17 @@
+//go:build noiceberg || nodb
+
+package main
+
+import (
+	"errors"
+
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+)
+
+// openIcebergSQL refuses: this binary was built without iceberg-go (-tags
+// noiceberg, as make demo builds it, or the static streaming-only -tags
+// nodb): iceberg-go, arrow-go and SQLite more than double a cold build.
+func openIcebergSQL(path, root string) (catalog.Catalog, func() error, error) {
+	return nil, nil, cdc.Usage(errors.New("catalog.type iceberg: this pg-cdc was built without the Iceberg publisher (-tags noiceberg or nodb); build it with 'make build'"))
+}
