@@ -89,6 +89,8 @@ type options struct {
 	serveCompaction time.Duration
 	// serveMaxConcurrent is serve.max_concurrent (pg-cdc's default 4).
 	serveMaxConcurrent int
+	// serveRate is serve.rate_limit per principal (burst twice that).
+	serveRate int
 }
 
 func main() {
@@ -126,6 +128,7 @@ func main() {
 	flag.IntVar(&o.serveClients, "serve-clients", 32, "concurrent clients of the serve-under-load section")
 	flag.DurationVar(&o.serveDuration, "serve-duration", 60*time.Second, "how long the serve-under-load clients run")
 	flag.DurationVar(&o.serveCompaction, "serve-compaction", 20*time.Second, "compaction.interval of pg-cdc start during the serve-under-load section")
+	flag.IntVar(&o.serveRate, "serve-rate", 6, "serve.rate_limit per principal of the serve-under-load section (rate_burst twice it): two principals at 6/s stay below what 2 cores answer of this mix, so overload is told with 429, not queued into 503")
 	flag.IntVar(&o.serveMaxConcurrent, "serve-max-concurrent", 4, "serve.max_concurrent of the serve-under-load section (pg-cdc's default: 4)")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
 	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve (default all)")
@@ -147,7 +150,7 @@ func main() {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 {
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 || o.serveRate < 1 {
 		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1; --serve-rows ≥ 1000, --serve-clients ≥ 1")
 		os.Exit(2)
 	}

@@ -47,8 +47,6 @@ const (
 	serveInsert  = 20
 	serveDelete  = 5
 	serveTick    = 100 * time.Millisecond
-	serveRate    = 2000 // serve.rate_limit per principal
-	serveBurst   = 4000
 	serveRowsLim = 50
 	serveChgLim  = 100
 )
@@ -97,6 +95,7 @@ type serveResult struct {
 	catchUp                      time.Duration // workload stopped → the sink's count(*) equals PostgreSQL's
 	pgCount, sinkCount           int64
 	maxConcurrent, queryThreads  int
+	rate                         int // serve.rate_limit per principal
 	loadStart, loadEnd           string
 	startLogCompact, serveErrors int
 }
@@ -104,7 +103,7 @@ type serveResult struct {
 func (h *harness) serveLoad(ctx context.Context) (*serveResult, error) {
 	n := h.o.serveRows
 	res := &serveResult{rows: n, clients: h.o.serveClients, duration: h.o.serveDuration, compactEvery: h.o.serveCompaction,
-		maxConcurrent: h.o.serveMaxConcurrent, queryThreads: 2}
+		maxConcurrent: h.o.serveMaxConcurrent, queryThreads: 2, rate: h.o.serveRate}
 	h.logf("serve: loading a %s-row table", count(n))
 	c, err := h.database(ctx, serveDB)
 	if err != nil {
@@ -153,7 +152,7 @@ serve:
   tokens:
     alice: %s
     bob: %s
-`, r.sink, filepath.Join(r.dir, "serve-state"), addr, res.maxConcurrent, serveRate, serveBurst, serve.Hash(tokens[0]), serve.Hash(tokens[1]))), 0o644); err != nil {
+`, r.sink, filepath.Join(r.dir, "serve-state"), addr, res.maxConcurrent, res.rate, 2*res.rate, serve.Hash(tokens[0]), serve.Hash(tokens[1]))), 0o644); err != nil {
 		return nil, err
 	}
 
@@ -272,13 +271,25 @@ serve:
 				t0 := time.Now()
 				code, rpcErr, err := w.do(ctx, e)
 				d := time.Since(t0).Seconds()
+				if code == http.StatusTooManyRequests {
+					// serve's Retry-After: the bucket's wait, rounded up
+					// to whole seconds (1 s at these rates).
+					select {
+					case <-time.After(time.Second):
+					case <-ctx.Done():
+					}
+				}
 				le := &local[e]
 				switch {
 				case err != nil:
 					le.other[errClass(err)]++
 				default:
 					le.status[code]++
-					le.latencies = append(le.latencies, d)
+					if code == http.StatusOK {
+						// The latency of an answer: a 429 or 503 is
+						// fast and says nothing of it (counted above).
+						le.latencies = append(le.latencies, d)
+					}
 					if rpcErr {
 						le.rpcErrors++
 					}
@@ -406,6 +417,14 @@ serve:
 // serveUpdate consecutive keys (moving through the table), serveInsert new
 // keys, deletes of serveDelete keys from the other end.
 func serveWorkload(ctx context.Context, c *pgx.Conn, n int, res *serveResult) error {
+	err := serveTransactions(ctx, c, n, res)
+	if ctx.Err() != nil {
+		return nil // stopped, perhaps inside a transaction, which rolled back
+	}
+	return err
+}
+
+func serveTransactions(ctx context.Context, c *pgx.Conn, n int, res *serveResult) error {
 	tick := time.NewTicker(serveTick)
 	defer tick.Stop()
 	next := n + 1
@@ -749,7 +768,7 @@ func (r *report) renderServe(p func(string, ...any)) {
 		r.started.UTC().Format("2006-01-02 15:04 UTC"), m.nproc, m.cpu, m.memory, m.kernel, s.loadStart, s.loadEnd, strings.SplitN(m.postgres, " on ", 2)[0], strings.ReplaceAll(m.pgcdc, "\n", "; "))
 	p("The sink: the bench table, %s rows snapshotted by `pg-cdc init`; `pg-cdc start` (`flush.interval_sec: %d`, `compaction.interval: %s`) streams a steady workload, one transaction every %s (%d updated rows, %d inserted, %d deleted; %s transactions, %s changes over the section). ",
 		count(s.rows), r.opts.flushSec, s.compactEvery, serveTick, serveUpdate, serveInsert, serveDelete, count(s.txns), count(s.changes))
-	p("`pg-cdc serve` on the same sink (its own configuration: storage, state and serve, and a `source.postgres.url` naming no server, which validation requires and serve never uses), two tokens (`serve.rate_limit` %d, `rate_burst` %d per principal; `max_concurrent` %d (pg-cdc's default: 4), `query.threads` %d (the default)). ", serveRate, serveBurst, s.maxConcurrent, s.queryThreads)
+	p("`pg-cdc serve` on the same sink (its own configuration: storage, state and serve, and a `source.postgres.url` naming no server, which validation requires and serve never uses), two tokens (`serve.rate_limit` %d, `rate_burst` %d per principal; `max_concurrent` %d (pg-cdc's default: 4), `query.threads` %d (the default)). A client answered `429` waits the `Retry-After` it was given before its next request, as a well-behaved client does. ", s.rate, 2*s.rate, s.maxConcurrent, s.queryThreads)
 	p("%d clients (half on each token, one shared keep-alive HTTP client) for %s, each walking the mix in turn (client *i* starts at its *i*-th entry): `GET /v1/tables`; `GET /v1/tables/public.bench/rows?columns=id,a,d&filter=a:ge:N&filter=a:lt:N+200&limit=%d`; `POST /v1/query` `SELECT count(*), sum(d), max(b) FROM public.bench WHERE a BETWEEN ? AND ?` (a range of 1,000 values of a, about 1%% of the rows); `GET /v1/tables/public.bench/changes?limit=%d&after=<cursor>` following the client's own cursor (from the first rows page's `changes_cursor`); MCP `tools/call` over streamable HTTP (one JSON-RPC POST to `/mcp`, stateless, no `initialize`) of `query` (the aggregate without `max(b)`), `list_tables` and `get_freshness`. Latency is the client's, request sent to body read, queueing for one of the %d slots included.\n\n",
 		s.clients, s.duration, serveRowsLim, serveChgLim, s.maxConcurrent)
 	var allServer []float64
@@ -768,7 +787,7 @@ func (r *report) renderServe(p func(string, ...any)) {
 	all := append([]float64(nil), s.all...)
 	p("| **all** | **%s** | **%.1f** | **%s** | **%s** | %s | %s | %s | %s |\n\n", count(s.total), float64(s.total)/s.elapsed.Seconds(), ms(percentile(all, 0.5)), ms(percentile(all, 0.99)), ms(percentile(all, 1)),
 		ms(percentile(allServer, 0.5)), ms(percentile(allServer, 0.99)), statusTotals(s.endpoints))
-	p("p50/p99/max are the client's (all answered requests, whatever their status); *in the handler* is the audit record's `duration_ms` of each 200 (of each MCP call without an error; ms resolution), less its `queued_ms`, the wait for one of the %d slots (a `503` is a request that found none within `serve.queue_wait`).\n\n", s.maxConcurrent)
+	p("p50/p99/max are the client's, over the `200` answers (a `429` or `503` answers at once: they are counted in *statuses*); *in the handler* is the audit record's `duration_ms` of each 200 (of each MCP call without an error; ms resolution), less its `queued_ms`, the wait for one of the %d slots (a `503` is a request that found none within `serve.queue_wait`).\n\n", s.maxConcurrent)
 	lag := append([]float64(nil), s.lagSamples...)
 	p("- **The daemon kept streaming**: manifest versions %d → %d during the load (%.1f a second), %d compaction(s) landed during it (a new base; it holds %s rows at the end). `/v1/status` `lag_seconds` (now − `fresh_as_of`) sampled once a second during the load: p50 %.2f s, max %.2f s; at the end of the load %.2f s (fresh as of %s, asked at %s), the manifest %s of WAL behind `pg_current_wal_lsn()`. Once the workload stopped, the sink's `count(*)` through `/v1/query` equalled PostgreSQL's (%s) after %.1f s.\n",
 		s.versionsStart, s.versionsEnd, float64(s.versionsEnd-s.versionsStart)/s.elapsed.Seconds(), s.compactions, count(int(s.baseRows)),
