@@ -57,7 +57,7 @@ serve.tokens; 'pg-cdc serve token NAME' makes one. See docs/serve.md.`,
 		srv, err := serve.New(serve.Options{
 			Listen: cfg.Serve.Listen, Tokens: tokens,
 			RatePerSecond: float64(cfg.Serve.RateLimit), Burst: cfg.Serve.RateBurst,
-			MaxConcurrent: cfg.Serve.MaxConcurrent, QueueWait: cfg.Serve.QueueWait, MaxBodyBytes: cfg.Serve.MaxBodyBytes,
+			MaxConcurrent: cfg.Serve.MaxConcurrent, QueueWait: cfg.Serve.QueueWait, MaxStreams: cfg.Serve.MaxStreams, MaxBodyBytes: cfg.Serve.MaxBodyBytes,
 			// A response may take the query's whole time, and then be written.
 			WriteTimeout: cfg.Query.Timeout + 30*time.Second,
 			REST:         rest,

@@ -9,6 +9,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -128,4 +129,29 @@ func RecordFrom(ctx context.Context) *Record {
 		return r
 	}
 	return &Record{}
+}
+
+// Gate admits one unit of work at a time per slot it has: the server's
+// concurrency cap (serve.max_concurrent), for the work a long request does
+// in steps, such as an event stream's reads. release gives the slot back;
+// err says why none was given (busy, or ctx done).
+type Gate func(ctx context.Context) (release func(), err error)
+
+// ErrBusy is the class of a Gate's refusal: no slot in time.
+var ErrBusy = errors.New("server busy")
+
+type gateKey struct{}
+
+// WithGate returns ctx carrying g.
+func WithGate(ctx context.Context, g Gate) context.Context {
+	return context.WithValue(ctx, gateKey{}, g)
+}
+
+// Enter takes a slot of the gate ctx carries; without one (stdio, a test)
+// it admits at once.
+func Enter(ctx context.Context) (release func(), err error) {
+	if g, ok := ctx.Value(gateKey{}).(Gate); ok && g != nil {
+		return g(ctx)
+	}
+	return func() {}, nil
 }

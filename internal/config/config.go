@@ -372,6 +372,9 @@ type ServeConfig struct {
 	// is how long a request waits for one of them before a 503. Default 5s.
 	MaxConcurrent int
 	QueueWait     time.Duration
+	// MaxStreams (serve.max_streams) bounds the event streams open at once;
+	// each stream's reads take one of MaxConcurrent. Default 64.
+	MaxStreams int
 	// VersionGrace (serve.version_grace) is how long after a new version
 	// lands requests for the newest may still be answered from the
 	// previous one, while the new one's engine builds. Default 10s.
@@ -520,7 +523,7 @@ func Default() Config {
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
 		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
-			MaxConcurrent: 4, QueueWait: 5 * time.Second, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
+			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",
 			LivenessTimeout: 5 * time.Minute,

@@ -117,6 +117,7 @@ func leaves(c *Config) []leaf {
 		{"serve.max_body_bytes", &c.Serve.MaxBodyBytes},
 		{"serve.stale_after", &c.Serve.StaleAfter},
 		{"serve.queue_wait", &c.Serve.QueueWait},
+		{"serve.max_streams", &c.Serve.MaxStreams},
 		{"serve.version_grace", &c.Serve.VersionGrace},
 		{"serve.allowed_origins", &c.Serve.AllowedOrigins},
 		{"serve.allowed_hosts", &c.Serve.AllowedHosts},

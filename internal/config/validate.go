@@ -371,6 +371,7 @@ func (c Config) validateServe(p *problems) {
 	p.positive("serve.rate_limit", int64(s.RateLimit))
 	p.positive("serve.rate_burst", int64(s.RateBurst))
 	p.positive("serve.max_concurrent", int64(s.MaxConcurrent))
+	p.positive("serve.max_streams", int64(s.MaxStreams))
 	p.positive("serve.max_body_bytes", s.MaxBodyBytes)
 	if s.StaleAfter <= 0 {
 		p.got("serve.stale_after", s.StaleAfter, "must be > 0")

@@ -353,7 +353,7 @@ func (h *handler) changes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Tables = []string{key}
-	p, err := h.o.Feed.Page(ctx, key, c, h.o.PageSize)
+	p, err := h.page(ctx, key, c)
 	if err != nil {
 		if errors.Is(err, changefeed.ErrUnknownTable) {
 			_, err = lookup(&manifest.Manifest{}, key)
@@ -405,7 +405,7 @@ func (h *handler) changes(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if p, err = h.o.Feed.Page(ctx, key, c, h.o.PageSize); err != nil {
+		if p, err = h.page(ctx, key, c); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -413,6 +413,18 @@ func (h *handler) changes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// page reads one page of the change feed inside a slot of the server's
+// concurrency cap (access.Gate): a stream waits without one, but its reads
+// are queries like any request's.
+func (h *handler) page(ctx context.Context, key string, c changefeed.Cursor) (*changefeed.Page, error) {
+	release, err := access.Enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return h.o.Feed.Page(ctx, key, c, h.o.PageSize)
 }
 
 // streamError ends a change stream with an event "error".
@@ -426,6 +438,8 @@ func (h *handler) streamError(s *stream, r *http.Request, table string, c change
 		ev = errorEvent{Code: "gone", Detail: err.Error(), OldestCursor: gone.Oldest.String()}
 	case errors.Is(err, changefeed.ErrUnknownTable):
 		ev = errorEvent{Code: "unknown_table", Detail: "table " + strconv.Quote(table) + " is no longer captured"}
+	case errors.Is(err, access.ErrBusy):
+		ev = errorEvent{Code: "busy", Detail: "the server is busy; reconnect with Last-Event-ID to resume"}
 	default:
 		h.o.Log.Warn("change stream ended by an error", "table", table, "cursor", c.String(), "err", err)
 	}

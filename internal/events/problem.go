@@ -55,6 +55,8 @@ func classify(r *http.Request, err error) problem {
 	switch {
 	case errors.As(err, &ae):
 		return ae.p
+	case errors.Is(err, access.ErrBusy):
+		return problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: err.Error()}
 	case errors.Is(err, changefeed.ErrCursor):
 		return problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: "after", Detail: err.Error()}
 	case errors.Is(err, readpath.ErrCollected):

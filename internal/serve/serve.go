@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -40,6 +41,10 @@ type Options struct {
 	// (0: DefaultConcurrent); QueueWait is how long one waits for a slot.
 	MaxConcurrent int
 	QueueWait     time.Duration
+	// MaxStreams bounds the event streams open at once (0:
+	// DefaultStreams). A stream holds no slot while it waits; each of its
+	// reads takes one (access.Gate), like a request.
+	MaxStreams int
 	// MaxBodyBytes caps a request body (0: DefaultMaxBody).
 	MaxBodyBytes int64
 	// WriteTimeout bounds writing a response (0: DefaultWriteTimeout); it
@@ -65,7 +70,8 @@ const (
 	DefaultRate         = 20.0
 	DefaultBurst        = 40
 	DefaultConcurrent   = 4
-	DefaultQueueWait    = 2 * time.Second
+	DefaultQueueWait    = 5 * time.Second
+	DefaultStreams      = 64
 	DefaultMaxBody      = 1 << 20
 	DefaultWriteTimeout = 2 * time.Minute
 )
@@ -75,6 +81,7 @@ type Server struct {
 	o       Options
 	handler http.Handler
 	slots   chan struct{}
+	open    atomic.Int64 // event streams open
 
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
@@ -98,13 +105,14 @@ func New(o Options) (*Server, error) {
 	if len(o.Tokens) == 0 && !loopback(o.Listen) {
 		return nil, fmt.Errorf("%w: serve.listen is %q; set serve.tokens (pg-cdc serve token NAME prints one) or listen on 127.0.0.1", ErrNeedsTokens, o.Listen)
 	}
-	if o.RatePerSecond < 0 || o.Burst < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 {
+	if o.RatePerSecond < 0 || o.Burst < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 || o.MaxStreams < 0 {
 		return nil, fmt.Errorf("serve: negative limit in %+v", o)
 	}
 	o.RatePerSecond = cmpOr(o.RatePerSecond, DefaultRate)
 	o.Burst = cmpOr(o.Burst, DefaultBurst)
 	o.MaxConcurrent = cmpOr(o.MaxConcurrent, DefaultConcurrent)
 	o.QueueWait = cmpOr(o.QueueWait, DefaultQueueWait)
+	o.MaxStreams = cmpOr(o.MaxStreams, DefaultStreams)
 	o.MaxBodyBytes = cmpOr(o.MaxBodyBytes, DefaultMaxBody)
 	o.WriteTimeout = cmpOr(o.WriteTimeout, DefaultWriteTimeout)
 	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{}}
@@ -204,10 +212,21 @@ func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler 
 		}
 		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
 		if k == kindStream {
+			if n := s.open.Add(1); n > int64(s.o.MaxStreams) {
+				s.open.Add(-1)
+				w.Header().Set("Retry-After", "5")
+				detail := fmt.Sprintf("%d event streams are open (serve.max_streams); try again", s.o.MaxStreams)
+				problem(w, http.StatusServiceUnavailable, "busy", "Server busy", detail)
+				rec.Status, rec.Error, rec.Duration = http.StatusServiceUnavailable, detail, time.Since(rec.Started)
+				rec.Log(s.o.Log)
+				return
+			}
+			defer s.open.Add(-1)
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(s.streams, cancel)()
+			ctx = access.WithGate(ctx, s.gate)
 		} else {
 			release, ok := s.acquire(ctx)
 			rec.Queued = time.Since(rec.Started)
@@ -269,6 +288,18 @@ func (s *Server) allow(p access.Principal) (time.Duration, bool) {
 		return d, false
 	}
 	return 0, true
+}
+
+// gate is access.Gate over the concurrency slots, for a stream's reads.
+func (s *Server) gate(ctx context.Context) (func(), error) {
+	release, ok := s.acquire(ctx)
+	if !ok {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %d requests are running (serve.max_concurrent)", access.ErrBusy, s.o.MaxConcurrent)
+	}
+	return release, nil
 }
 
 // acquire takes a concurrency slot, waiting at most QueueWait.

@@ -254,6 +254,58 @@ func TestConcurrencyCap(t *testing.T) {
 	}
 }
 
+// TestStreamsCapAndGate: past serve.max_streams a new stream is 503
+// busy; a stream holds no slot while it waits, and its reads take one
+// (access.Enter), refused with ErrBusy when every slot is taken.
+func TestStreamsCapAndGate(t *testing.T) {
+	hold, entered := make(chan struct{}), make(chan struct{}, 1)
+	streamIn, readNow, readErr := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+	stream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		streamIn <- struct{}{}
+		select {
+		case <-readNow:
+		case <-r.Context().Done():
+			return
+		}
+		release, err := access.Enter(r.Context())
+		if err == nil {
+			release()
+		}
+		readErr <- err
+		<-r.Context().Done()
+	})
+	base := start(t, Options{MaxConcurrent: 1, MaxStreams: 1, QueueWait: 100 * time.Millisecond, REST: echo(hold, entered), Events: stream})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/stream/status", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-streamIn
+	if code, body, _ := get(t, base+"/v1/stream/status", ""); code != 503 || body["code"] != "busy" {
+		t.Errorf("a second stream past max_streams 1: %d %v, want 503 busy", code, body)
+	}
+	// The open stream holds no slot: a request runs beside it.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if code, _, _ := get(t, base+"/v1/tables", ""); code != 200 {
+			t.Errorf("a request beside a stream: %d", code)
+		}
+	})
+	<-entered // it holds the only slot now
+	readNow <- struct{}{}
+	if err := <-readErr; !errors.Is(err, access.ErrBusy) {
+		t.Errorf("a stream's read while the slot is held: %v, want ErrBusy", err)
+	}
+	close(hold)
+	wg.Wait()
+}
+
 // TestParseTokens: the configuration's map and a tokens file; a value that
 // is not a hash is refused without being echoed.
 func TestParseTokens(t *testing.T) {
