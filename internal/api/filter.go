@@ -41,7 +41,7 @@ func parseFilter(s string, cols []readpath.Column) (filter, readpath.Column, err
 		for j, c := range cols {
 			names[j] = c.Name
 		}
-		return filter{}, readpath.Column{}, &apiError{p: problem{Status: 400, Code: "unknown_column", Parameter: "filter", Closest: readpath.Closest(col, names),
+		return filter{}, readpath.Column{}, &apiError{P: problem{Status: 400, Code: "unknown_column", Parameter: "filter", Closest: readpath.Closest(col, names),
 			Detail: fmt.Sprintf("filter %q: the table has no column %q", trimmed(s), trimmed(col))}}
 	}
 	f := filter{Column: col, Op: op}

@@ -160,10 +160,10 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) error {
 	}
 	c, err := changefeed.ParseCursor(ps["after"])
 	if err != nil {
-		return &apiError{p: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: "after", Detail: err.Error()}, err: err}
+		return &apiError{P: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: "after", Detail: err.Error()}, Err: err}
 	}
 	if a.o.Feed == nil {
-		return &apiError{p: problem{Status: http.StatusNotImplemented, Code: "unavailable", Detail: "this server has no change feed"}}
+		return &apiError{P: problem{Status: http.StatusNotImplemented, Code: "unavailable", Detail: "this server has no change feed"}}
 	}
 	newest, err := a.o.Reader.Resolve(r.Context(), "")
 	if err != nil {
@@ -215,15 +215,15 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &apiError{p: problem{Status: http.StatusUnsupportedMediaType, Code: "bad_body", Detail: "the body must be application/json"}}
+		return &apiError{P: problem{Status: http.StatusUnsupportedMediaType, Code: "bad_body", Detail: "the body must be application/json"}}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &apiError{p: problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: fmt.Sprintf("the body is over %d bytes", MaxBody)}}
+			return &apiError{P: problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Detail: fmt.Sprintf("the body is over %d bytes", MaxBody)}}
 		}
-		return &apiError{p: problem{Status: http.StatusBadRequest, Code: "bad_body", Detail: "reading the body failed"}, err: err}
+		return &apiError{P: problem{Status: http.StatusBadRequest, Code: "bad_body", Detail: "reading the body failed"}, Err: err}
 	}
 	var req queryRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -437,7 +437,7 @@ func withParam(p problem, param string, err error) error {
 	if p.Parameter != "" {
 		p.Parameter = param
 	}
-	return &apiError{p: p, err: err}
+	return &apiError{P: p, Err: err}
 }
 
 type fileOut struct {

@@ -97,10 +97,10 @@ func lookup(r *http.Request, m *manifest.Manifest, name string) (string, *manife
 	slices.Sort(names)
 	if len(found) > 1 {
 		slices.Sort(found)
-		return "", nil, &apiError{p: problem{Status: http.StatusNotFound, Code: "ambiguous_table", Parameter: "table", Closest: found,
+		return "", nil, &apiError{P: problem{Status: http.StatusNotFound, Code: "ambiguous_table", Parameter: "table", Closest: found,
 			Detail: "table " + strconv.Quote(trimmed(name)) + " is in several schemas; name it as schema.table: " + strings.Join(found, ", ")}}
 	}
-	return "", nil, &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
+	return "", nil, &apiError{P: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
 		Detail: "no captured table " + strconv.Quote(trimmed(name)) + " (GET /v1/tables lists them)"}}
 }
 
@@ -118,7 +118,7 @@ func (a *api) view(m *manifest.Manifest, key string) string {
 func tableColumns(mt *manifest.Table) ([]readpath.Column, error) {
 	sv := mt.CurrentSchema()
 	if sv == nil {
-		return nil, &apiError{p: problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "table " + mt.Schema + "." + mt.Name + " has no current schema version"}}
+		return nil, &apiError{P: problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "table " + mt.Schema + "." + mt.Name + " has no current schema version"}}
 	}
 	out := make([]readpath.Column, len(sv.Columns))
 	for i, c := range sv.Columns {

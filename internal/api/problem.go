@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/httpproblem"
 	"net/http"
 
 	"github.com/pg-cdc/pg-cdc/internal/changefeed"
@@ -12,47 +13,16 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/readpath"
 )
 
-// problem is an RFC 9457 problem document with a stable code, and the
-// extension members some codes carry.
-type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance,omitempty"`
-	Code     string `json:"code"`
-	// Parameter names the query parameter or body field at fault.
-	Parameter string `json:"parameter,omitempty"`
-	// Did you mean: the closest table or column names.
-	Closest []string `json:"closest,omitempty"`
-	// Rule is the read path's rule a refused query broke.
-	Rule string `json:"rule,omitempty"`
-	// OldestCursor is the oldest change-feed cursor still served (gone).
-	OldestCursor string `json:"oldest_cursor,omitempty"`
-	// Oldest and Newest are the history's window (outside_retention).
-	Oldest *manifest.Header `json:"oldest,omitempty"`
-	Newest *manifest.Header `json:"newest,omitempty"`
-	// RetryAfter is in seconds, as the header says (collected).
-	RetryAfter int `json:"retry_after,omitempty"`
-}
-
-// apiError is an error a handler answers as a problem of its choosing.
-type apiError struct {
-	p   problem
-	err error
-}
-
-func (e *apiError) Error() string {
-	if e.err != nil {
-		return e.p.Detail + ": " + e.err.Error()
-	}
-	return e.p.Detail
-}
-func (e *apiError) Unwrap() error { return e.err }
+// problem and apiError are the read path's one problem document
+// (internal/httpproblem).
+type (
+	problem  = httpproblem.Problem
+	apiError = httpproblem.Error
+)
 
 // bad is a 400 for a parameter.
 func bad(code, param, format string, args ...any) error {
-	return &apiError{p: problem{Status: http.StatusBadRequest, Code: code, Parameter: param, Detail: fmt.Sprintf(format, args...)}}
+	return &apiError{P: problem{Status: http.StatusBadRequest, Code: code, Parameter: param, Detail: fmt.Sprintf(format, args...)}}
 }
 
 // classify maps an error to its problem: the handler's own, or the read
@@ -60,7 +30,7 @@ func bad(code, param, format string, args ...any) error {
 func (a *api) classify(r *http.Request, err error) problem {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae.p
+		return ae.P
 	}
 	var gone *changefeed.GoneError
 	var outside *manifest.OutsideRetentionError
@@ -101,24 +71,7 @@ func (a *api) classify(r *http.Request, err error) problem {
 	return problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "internal error; the server's log has the cause"}
 }
 
-func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
-	if p.Type == "" {
-		p.Type = "urn:pg-cdc:problem:" + p.Code
-	}
-	if p.Title == "" {
-		p.Title = http.StatusText(p.Status)
-	}
-	p.Instance = r.URL.Path
-	if p.RetryAfter > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(p.RetryAfter))
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(p.Status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(p)
-}
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem) { httpproblem.Write(w, r, p) }
 
 // writeJSON answers 200 with v.
 func writeJSON(w http.ResponseWriter, v any) error {

@@ -112,8 +112,8 @@ func (a *api) rows(w http.ResponseWriter, r *http.Request) error {
 		}
 		if at, err = a.o.Reader.Resolve(r.Context(), strconv.FormatUint(c.Version, 10)); err != nil {
 			if p := a.classify(r, err); p.Code == "outside_retention" {
-				return &apiError{p: problem{Status: http.StatusGone, Code: "gone", Parameter: "cursor",
-					Detail: fmt.Sprintf("the cursor reads version %d, which has left history.retention; start again without a cursor", c.Version)}, err: err}
+				return &apiError{P: problem{Status: http.StatusGone, Code: "gone", Parameter: "cursor",
+					Detail: fmt.Sprintf("the cursor reads version %d, which has left history.retention; start again without a cursor", c.Version)}, Err: err}
 			}
 			return err
 		}
@@ -214,8 +214,8 @@ func (a *api) rows(w http.ResponseWriter, r *http.Request) error {
 		if p := a.classify(r, err); p.Code == "invalid_query" && len(filters) > 0 {
 			// The SQL is ours; what DuckDB rejects is a filter's value
 			// (a conversion to the column's type).
-			return &apiError{p: problem{Status: http.StatusBadRequest, Code: "bad_filter", Parameter: "filter",
-				Detail: "a filter's value does not fit its column's type: " + firstLine(err.Error())}, err: err}
+			return &apiError{P: problem{Status: http.StatusBadRequest, Code: "bad_filter", Parameter: "filter",
+				Detail: "a filter's value does not fit its column's type: " + firstLine(err.Error())}, Err: err}
 		}
 		return err
 	}
@@ -266,7 +266,7 @@ func projection(s string, cols []readpath.Column) ([]readpath.Column, []string, 
 		case n == "":
 			return nil, nil, bad("bad_columns", "columns", "columns %q: an empty name; want names separated by commas", trimmed(s))
 		case i < 0:
-			return nil, nil, &apiError{p: problem{Status: http.StatusBadRequest, Code: "unknown_column", Parameter: "columns", Closest: readpath.Closest(n, names),
+			return nil, nil, &apiError{P: problem{Status: http.StatusBadRequest, Code: "unknown_column", Parameter: "columns", Closest: readpath.Closest(n, names),
 				Detail: fmt.Sprintf("columns: the table has no column %q", trimmed(n))}}
 		case slices.Contains(asked, n):
 			return nil, nil, bad("bad_columns", "columns", "columns: %q is named twice", n)

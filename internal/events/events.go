@@ -327,19 +327,19 @@ func (h *handler) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := changefeed.ParseCursor(text)
 	if err != nil {
-		h.fail(w, r, &apiError{p: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: param, Detail: err.Error()}})
+		h.fail(w, r, &apiError{P: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: param, Detail: err.Error()}})
 		return
 	}
 	if text != "" {
 		rec.Filters = append(rec.Filters, "after:"+text) // a cursor, not an as-of point (as the REST feed records it)
 	}
 	if ps["table"] == "" {
-		h.fail(w, r, &apiError{p: problem{Status: http.StatusBadRequest, Code: "missing_parameter", Parameter: "table",
+		h.fail(w, r, &apiError{P: problem{Status: http.StatusBadRequest, Code: "missing_parameter", Parameter: "table",
 			Detail: "parameter table is required: table=schema.table (GET /v1/tables lists them)"}})
 		return
 	}
 	if h.o.Feed == nil {
-		h.fail(w, r, &apiError{p: problem{Status: http.StatusNotImplemented, Code: "unavailable", Detail: "this server has no change feed"}})
+		h.fail(w, r, &apiError{P: problem{Status: http.StatusNotImplemented, Code: "unavailable", Detail: "this server has no change feed"}})
 		return
 	}
 	newest, err := h.latest(ctx)
@@ -361,9 +361,9 @@ func (h *handler) changes(w http.ResponseWriter, r *http.Request) {
 		var gone *changefeed.GoneError
 		switch {
 		case errors.As(err, &gone):
-			err = &apiError{p: problem{Status: http.StatusGone, Code: "gone", Parameter: param, Detail: err.Error(), OldestCursor: gone.Oldest.String()}, err: err}
+			err = &apiError{P: problem{Status: http.StatusGone, Code: "gone", Parameter: param, Detail: err.Error(), OldestCursor: gone.Oldest.String()}, Err: err}
 		case errors.Is(err, changefeed.ErrCursor):
-			err = &apiError{p: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: param, Detail: err.Error()}, err: err}
+			err = &apiError{P: problem{Status: http.StatusBadRequest, Code: "bad_cursor", Parameter: param, Detail: err.Error()}, Err: err}
 		}
 		h.fail(w, r, err)
 		return
@@ -481,7 +481,7 @@ func lookup(m *manifest.Manifest, name string) (string, error) {
 	case len(found) == 1:
 		return found[0], nil
 	case len(found) > 1:
-		return "", &apiError{p: problem{Status: http.StatusNotFound, Code: "ambiguous_table", Parameter: "table", Closest: found,
+		return "", &apiError{P: problem{Status: http.StatusNotFound, Code: "ambiguous_table", Parameter: "table", Closest: found,
 			Detail: "table " + strconv.Quote(trimmed(name)) + " is in several schemas; name it as schema.table: " + strings.Join(found, ", ")}}
 	}
 	names := make([]string, 0, len(m.Tables))
@@ -489,7 +489,7 @@ func lookup(m *manifest.Manifest, name string) (string, error) {
 		names = append(names, key)
 	}
 	slices.Sort(names)
-	return "", &apiError{p: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
+	return "", &apiError{P: problem{Status: http.StatusNotFound, Code: "unknown_table", Parameter: "table", Closest: readpath.Closest(name, names),
 		Detail: "no captured table " + strconv.Quote(trimmed(name)) + " (GET /v1/tables lists them)"}}
 }
 
@@ -502,11 +502,11 @@ func params(r *http.Request, known []string) (map[string]string, error) {
 			if len(known) > 0 {
 				takes = strings.Join(known, ", ")
 			}
-			return nil, &apiError{p: problem{Status: http.StatusBadRequest, Code: "unknown_parameter", Parameter: trimmed(name),
+			return nil, &apiError{P: problem{Status: http.StatusBadRequest, Code: "unknown_parameter", Parameter: trimmed(name),
 				Detail: fmt.Sprintf("unknown parameter %q; this stream takes %s", trimmed(name), takes)}}
 		}
 		if len(vals) > 1 {
-			return nil, &apiError{p: problem{Status: http.StatusBadRequest, Code: "repeated_parameter", Parameter: name,
+			return nil, &apiError{P: problem{Status: http.StatusBadRequest, Code: "repeated_parameter", Parameter: name,
 				Detail: fmt.Sprintf("parameter %s is given %d times; give it once", name, len(vals))}}
 		}
 		out[name] = vals[0]

@@ -2,8 +2,8 @@ package events
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"github.com/pg-cdc/pg-cdc/internal/httpproblem"
 	"net/http"
 
 	"github.com/pg-cdc/pg-cdc/internal/access"
@@ -11,33 +11,12 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/readpath"
 )
 
-// problem is an RFC 9457 problem document, as the REST API writes them
-// (internal/api): a stable code and the members some codes carry.
-type problem struct {
-	Type         string   `json:"type"`
-	Title        string   `json:"title"`
-	Status       int      `json:"status"`
-	Detail       string   `json:"detail"`
-	Instance     string   `json:"instance,omitempty"`
-	Code         string   `json:"code"`
-	Parameter    string   `json:"parameter,omitempty"`
-	Closest      []string `json:"closest,omitempty"`
-	OldestCursor string   `json:"oldest_cursor,omitempty"`
-}
-
-// apiError is an error answered as a problem of the handler's choosing.
-type apiError struct {
-	p   problem
-	err error
-}
-
-func (e *apiError) Error() string {
-	if e.err != nil {
-		return e.p.Detail + ": " + e.err.Error()
-	}
-	return e.p.Detail
-}
-func (e *apiError) Unwrap() error { return e.err }
+// problem and apiError are the read path's one problem document
+// (internal/httpproblem), as the REST API writes them.
+type (
+	problem  = httpproblem.Problem
+	apiError = httpproblem.Error
+)
 
 // fail answers a stream that cannot start with its problem, and records
 // the error for the audit record.
@@ -54,7 +33,7 @@ func classify(r *http.Request, err error) problem {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		return ae.p
+		return ae.P
 	case errors.Is(err, access.ErrBusy):
 		return problem{Status: http.StatusServiceUnavailable, Code: "busy", Detail: err.Error()}
 	case errors.Is(err, changefeed.ErrCursor):
@@ -70,19 +49,4 @@ func classify(r *http.Request, err error) problem {
 	return problem{Status: http.StatusInternalServerError, Code: "internal", Detail: "internal error; the server's log has the cause"}
 }
 
-func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
-	if p.Type == "" {
-		p.Type = "urn:pg-cdc:problem:" + p.Code
-	}
-	if p.Title == "" {
-		p.Title = http.StatusText(p.Status)
-	}
-	p.Instance = r.URL.Path
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(p)
-}
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem) { httpproblem.Write(w, r, p) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/httpproblem"
 	"log/slog"
 	"math"
 	"net"
@@ -433,12 +434,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // problem writes an RFC 9457 problem document.
 func problem(w http.ResponseWriter, status int, code, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "urn:pg-cdc:problem:" + code, "title": title, "status": status, "detail": detail, "code": code,
-	})
+	httpproblem.Write(w, nil, httpproblem.Problem{Status: status, Code: code, Title: title, Detail: detail})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
