@@ -38,10 +38,19 @@ type Catalog interface {
 // Observer is told what the publisher did (internal/metrics implements it).
 type Observer interface {
 	// Published: table's Iceberg tables hold manifest version version,
-	// whose newest commit is lag old.
-	Published(table string, version uint64, lag time.Duration)
+	// whose newest commit is lag old; committed says whether it took a
+	// commit (a version that changed none of its files takes none).
+	Published(table string, version uint64, lag time.Duration, committed bool)
 	Failed(table string)
+	// Behind is how far the catalog is behind the newest version after
+	// an attempt: versions not yet published, and the age of the newest
+	// commit the catalog holds.
+	Behind(versions uint64, age time.Duration)
 }
+
+// SetObserver sets the instruments the publisher updates; call it before
+// Follow or Publish.
+func (p *Publisher) SetObserver(o Observer) { p.o.Observer = o }
 
 // Options configure a Publisher.
 type Options struct {
@@ -252,7 +261,7 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 		}
 	}
 	if p.o.Observer != nil {
-		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()))
+		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()), ts.Committed)
 	}
 	return ts, nil
 }
@@ -280,7 +289,18 @@ func (p *Publisher) Follow(ctx context.Context, feed *manifest.Feed) error {
 		if err != nil {
 			return nil // ctx is done
 		}
-		if _, err := p.Publish(ctx, m); err != nil {
+		_, err = p.Publish(ctx, m)
+		if p.o.Observer != nil {
+			switch {
+			case err == nil:
+				p.o.Observer.Behind(0, p.o.Now().Sub(m.Freshness()))
+			case done != nil:
+				p.o.Observer.Behind(m.Version-done.Version, p.o.Now().Sub(done.Freshness()))
+			default:
+				p.o.Observer.Behind(m.Version, p.o.Now().Sub(m.Freshness()))
+			}
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/capture"
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
@@ -298,6 +299,9 @@ func (d *daemon) startBackground(background *stage) {
 		})
 	})
 	for _, f := range o.Followers {
+		if m, ok := f.(interface{ SetObserver(catalog.Observer) }); ok {
+			m.SetObserver(obs.metrics.Catalog())
+		}
 		background.Go(f.Name(), func(ctx context.Context) {
 			if err := f.Follow(ctx, d.feed); err != nil && ctx.Err() == nil {
 				o.Log.Error("a follower of the manifest stopped; the stream goes on", "follower", f.Name(), "err", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/replicate"
@@ -70,6 +71,12 @@ type Metrics struct {
 	CompactionOutputRows  prometheus.Counter
 	CompactionLastSuccess prometheus.Gauge
 	GCDeletedFiles        prometheus.Counter
+
+	CatalogPublishedVersion *prometheus.GaugeVec
+	CatalogCommits          *prometheus.CounterVec
+	CatalogFailures         *prometheus.CounterVec
+	CatalogLagVersions      prometheus.Gauge
+	CatalogLagSeconds       prometheus.Gauge
 
 	BuildInfo *prometheus.GaugeVec
 }
@@ -140,6 +147,12 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		CompactionLastSuccess: f.gauge("compaction_last_success_timestamp_seconds", "Unix time of the last compaction pass that succeeded."),
 		GCDeletedFiles:        f.counter("gc_deleted_files_total", "Data files deleted by garbage collection (retired and orphaned)."),
 
+		CatalogPublishedVersion: f.gaugeVec("catalog_published_version", "The manifest version each captured table's Iceberg tables were last brought to.", "table"),
+		CatalogCommits:          f.counterVec("catalog_commits_total", "Iceberg commits the publisher made, per captured table.", "table"),
+		CatalogFailures:         f.counterVec("catalog_failures_total", "Failed publications of a captured table to the catalog (each is retried).", "table"),
+		CatalogLagVersions:      f.gauge("catalog_lag_versions", "Manifest versions committed but not yet published to the catalog, after the last attempt."),
+		CatalogLagSeconds:       f.gauge("catalog_lag_seconds", "Age of the newest commit the catalog holds, after the last attempt (now - its commit time)."),
+
 		BuildInfo: f.gaugeVec("build_info", "Always 1; labels name the build.", "version", "goversion"),
 	}
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -174,6 +187,25 @@ func (m *Metrics) Replicate(beat func(), durable func(cdc.LSN, time.Time)) repli
 		Beat:          beat,
 		Durable:       durable,
 	}
+}
+
+// Catalog returns the Iceberg publisher's observer (catalog.type iceberg).
+func (m *Metrics) Catalog() catalog.Observer { return catalogObserver{m} }
+
+type catalogObserver struct{ m *Metrics }
+
+func (c catalogObserver) Published(table string, version uint64, _ time.Duration, committed bool) {
+	c.m.CatalogPublishedVersion.WithLabelValues(table).Set(float64(version))
+	if committed {
+		c.m.CatalogCommits.WithLabelValues(table).Inc()
+	}
+}
+
+func (c catalogObserver) Failed(table string) { c.m.CatalogFailures.WithLabelValues(table).Inc() }
+
+func (c catalogObserver) Behind(versions uint64, age time.Duration) {
+	c.m.CatalogLagVersions.Set(float64(versions))
+	c.m.CatalogLagSeconds.Set(age.Seconds())
 }
 
 // Manifest returns the manifest committer's observer.
