@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
 // keepRetired is how long garbage collection keeps a retired file beyond
@@ -44,8 +46,23 @@ func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, fun
 	if err != nil {
 		return nil, nil, err
 	}
+	root := cfg.Storage.Path
 	p := catalog.New(catalog.Options{Catalog: ad, Prefix: ic.Namespace, Retention: cfg.History.Retention,
-		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, Log: log})
+		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, Log: log,
+		// The tombstones a state table masks, read from the filesystem sink
+		// (the only one catalog.type iceberg publishes so far).
+		Positions: func(_ context.Context, key string) ([]int64, error) {
+			f, err := os.Open(filepath.Join(root, filepath.FromSlash(key)))
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				return nil, err
+			}
+			return parquetfile.OpPositions(f, st.Size(), "D")
+		}})
 	return p, closeCat, nil
 }
 

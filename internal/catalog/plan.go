@@ -29,8 +29,14 @@ const (
 // Kind is what an Iceberg table holds of a captured table.
 type Kind string
 
-// KindChangelog holds every change row as written.
-const KindChangelog Kind = "changelog"
+// Kinds of Iceberg tables.
+const (
+	// KindChangelog holds every change row as written.
+	KindChangelog Kind = "changelog"
+	// KindState holds the table's state as of its base (copy-on-write at
+	// each compaction), its tombstones masked.
+	KindState Kind = "state"
+)
 
 // DefaultPrefix is the first namespace level of every table pg-cdc
 // publishes (catalog.iceberg.namespace).
@@ -53,6 +59,41 @@ func (id Ident) String() string {
 // never map to one Iceberg table.
 func ChangelogIdent(prefix, schema, table string) Ident {
 	return Ident{Namespace: []string{prefix + "_changelog", schema}, Name: table}
+}
+
+// StateIdent is the current-state table of schema.name: namespace [prefix,
+// schema], name table.
+func StateIdent(prefix, schema, table string) Ident {
+	return Ident{Namespace: []string{prefix, schema}, Name: table}
+}
+
+// StateCommit replaces everything a state table holds with Files, the rows
+// at Masked[path] of each file hidden by position deletes, as one atomic
+// commit.
+type StateCommit struct {
+	Ident   Ident
+	Schema  *icebergschema.Schema
+	Files   []manifest.File
+	Masked  map[string][]int64
+	Summary map[string]string
+}
+
+// StateFiles are the files of mt's state as of its base: the base itself
+// (a snapshot base is every row inserted; a compacted base keeps each key's
+// newest version, deletes as tombstones to mask), nil without a base.
+func StateFiles(mt *manifest.Table) []manifest.File {
+	if mt.Base == nil {
+		return nil
+	}
+	return mt.Base.Files
+}
+
+// stateSummary records manifest version m and the LSN the state is as of:
+// the base's.
+func stateSummary(m *manifest.Manifest, mt *manifest.Table) map[string]string {
+	s := summary(m)
+	s[SummaryLSN] = mt.Base.MaxLSN.String()
+	return s
 }
 
 // Published is what an Iceberg table holds, as pg-cdc last committed it.

@@ -27,6 +27,9 @@ type Catalog interface {
 	Create(ctx context.Context, id Ident, schema icebergschema.Schema, props map[string]string) error
 	// Commit applies c as one Iceberg commit.
 	Commit(ctx context.Context, c Commit) error
+	// ReplaceState makes a state table hold exactly c.Files, c.Masked's
+	// rows hidden, in one atomic commit.
+	ReplaceState(ctx context.Context, c StateCommit) error
 	// Expire removes the snapshots older than maxAge, keeping at least
 	// the keep newest, without deleting any file.
 	Expire(ctx context.Context, id Ident, maxAge time.Duration, keep int) error
@@ -64,7 +67,11 @@ type Options struct {
 	// (0: Retention and 1).
 	SnapshotMaxAge  time.Duration
 	SnapshotMinKeep int
-	Observer        Observer
+	// Positions reads the positions of a data file's rows whose __op is D
+	// (parquetfile.OpPositions over the sink): a compacted base's
+	// tombstones, which the state table masks.
+	Positions func(ctx context.Context, key string) ([]int64, error)
+	Observer  Observer
 	Now             func() time.Time
 	Log             *slog.Logger
 }
@@ -151,8 +158,49 @@ func (p *Publisher) Inspect(ctx context.Context, m *manifest.Manifest) ([]TableS
 			errs = append(errs, err)
 		}
 		out = append(out, ts)
+		if len(StateFiles(mt)) > 0 {
+			sts, err := p.inspectState(ctx, key, m)
+			if err != nil {
+				sts.Err = err.Error()
+				errs = append(errs, err)
+			}
+			out = append(out, sts)
+		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// inspectState compares a state table with m's base (files and schema; a
+// masked position is not read back).
+func (p *Publisher) inspectState(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, error) {
+	mt := m.Tables[key]
+	id := StateIdent(p.o.Prefix, mt.Schema, mt.Name)
+	ts := TableStatus{Table: key, Kind: KindState, Iceberg: id.String()}
+	pub, found, err := p.o.Catalog.Load(ctx, id)
+	if err != nil {
+		return ts, fmt.Errorf("state of %s (%s): load: %w", key, id, err)
+	}
+	if !found {
+		ts.Drift = &Drift{Missing: true, Add: len(StateFiles(mt)), Schema: true}
+		return ts, nil
+	}
+	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
+	d := &Drift{Schema: pub.SchemaID != mt.SchemaVersion}
+	want := map[string]bool{}
+	for _, f := range StateFiles(mt) {
+		want[f.Path] = true
+		if !pub.Files[f.Path] {
+			d.Add++
+		}
+	}
+	for path := range pub.Files {
+		if !want[path] {
+			d.Remove++
+		}
+	}
+	ts.Drift = d
+	ts.Metadata, err = p.o.Catalog.MetadataLocation(ctx, id)
+	return ts, err
 }
 
 // New returns a publisher.
@@ -191,15 +239,19 @@ func (p *Publisher) Publish(ctx context.Context, m *manifest.Manifest) (Status, 
 	st := Status{}
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
-		ts, err := p.changelog(ctx, key, m)
-		if err != nil {
-			ts.Err = err.Error()
-			errs = append(errs, err)
-			if p.o.Observer != nil {
-				p.o.Observer.Failed(key)
+		for _, publish := range []func(context.Context, string, *manifest.Manifest) (TableStatus, error){p.changelog, p.state} {
+			ts, err := publish(ctx, key, m)
+			if err != nil {
+				ts.Err = err.Error()
+				errs = append(errs, err)
+				if p.o.Observer != nil {
+					p.o.Observer.Failed(key)
+				}
+			}
+			if ts.Iceberg != "" {
+				st.Tables = append(st.Tables, ts)
 			}
 		}
-		st.Tables = append(st.Tables, ts)
 	}
 	err := errors.Join(errs...)
 	p.smu.Lock()
@@ -219,25 +271,9 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 	mt := m.Tables[key]
 	id := ChangelogIdent(p.o.Prefix, mt.Schema, mt.Name)
 	ts := TableStatus{Table: key, Kind: KindChangelog, Iceberg: id.String()}
-	pub, found, err := p.o.Catalog.Load(ctx, id)
+	pub, err := p.ensure(ctx, key, KindChangelog, id, mt, m)
 	if err != nil {
-		return ts, fmt.Errorf("changelog of %s (%s): load: %w", key, id, err)
-	}
-	if !found {
-		sv := mt.CurrentSchema()
-		if sv == nil {
-			return ts, fmt.Errorf("changelog of %s: no schema version %d in manifest version %d", key, mt.SchemaVersion, m.Version)
-		}
-		schema, err := icebergschema.Of(sv.Version, sv.Columns)
-		if err != nil {
-			return ts, fmt.Errorf("changelog of %s: %w", key, err)
-		}
-		props := map[string]string{PropertyTable: key, PropertyKind: string(KindChangelog), PropertyPrimaryKey: strings.Join(mt.PrimaryKey, ",")}
-		if err := p.o.Catalog.Create(ctx, id, schema, props); err != nil {
-			return ts, fmt.Errorf("changelog of %s (%s): create: %w", key, id, err)
-		}
-		p.o.Log.Info("created the Iceberg changelog table", "table", key, "iceberg", id.String())
-		pub = Published{SchemaID: schema.SchemaID}
+		return ts, err
 	}
 	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
 	if pub.ManifestVersion >= m.Version {
@@ -264,6 +300,102 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()), ts.Committed)
 	}
 	return ts, nil
+}
+
+// ensure loads the Iceberg table id, creating it with mt's schema when
+// missing.
+func (p *Publisher) ensure(ctx context.Context, key string, kind Kind, id Ident, mt *manifest.Table, m *manifest.Manifest) (Published, error) {
+	pub, found, err := p.o.Catalog.Load(ctx, id)
+	if err != nil {
+		return Published{}, fmt.Errorf("%s of %s (%s): load: %w", kind, key, id, err)
+	}
+	if found {
+		return pub, nil
+	}
+	sv := mt.CurrentSchema()
+	if sv == nil {
+		return Published{}, fmt.Errorf("%s of %s: no schema version %d in manifest version %d", kind, key, mt.SchemaVersion, m.Version)
+	}
+	schema, err := icebergschema.Of(sv.Version, sv.Columns)
+	if err != nil {
+		return Published{}, fmt.Errorf("%s of %s: %w", kind, key, err)
+	}
+	props := map[string]string{PropertyTable: key, PropertyKind: string(kind), PropertyPrimaryKey: strings.Join(mt.PrimaryKey, ",")}
+	if err := p.o.Catalog.Create(ctx, id, schema, props); err != nil {
+		return Published{}, fmt.Errorf("%s of %s (%s): create: %w", kind, key, id, err)
+	}
+	p.o.Log.Info("created an Iceberg table", "table", key, "kind", string(kind), "iceberg", id.String())
+	return Published{Files: map[string]bool{}, SchemaID: schema.SchemaID}, nil
+}
+
+// state publishes one table's current state as of its base: when the
+// base's files (or the schema) differ from the state table's, all of it is
+// replaced, the base's tombstones masked (copy-on-write at compaction).
+func (p *Publisher) state(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, error) {
+	mt := m.Tables[key]
+	want := StateFiles(mt)
+	if len(want) == 0 {
+		return TableStatus{}, nil // no base yet: nothing to publish
+	}
+	id := StateIdent(p.o.Prefix, mt.Schema, mt.Name)
+	ts := TableStatus{Table: key, Kind: KindState, Iceberg: id.String()}
+	pub, err := p.ensure(ctx, key, KindState, id, mt, m)
+	if err != nil {
+		return ts, err
+	}
+	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
+	c, err := p.planState(ctx, id, key, m, pub)
+	if err != nil || c == nil {
+		return ts, err
+	}
+	if err := p.o.Catalog.ReplaceState(ctx, *c); err != nil {
+		return ts, fmt.Errorf("state of %s (%s): replace with manifest version %d's base: %w", key, id, m.Version, err)
+	}
+	ts.Committed, ts.Added, ts.Removed, ts.Version, ts.Files = true, len(c.Files), len(pub.Files), m.Version, len(c.Files)
+	if err := p.o.Catalog.Expire(ctx, id, p.o.SnapshotMaxAge, p.o.SnapshotMinKeep); err != nil {
+		p.o.Log.Warn("expiring Iceberg snapshots", "table", key, "iceberg", id.String(), "err", err)
+	}
+	return ts, nil
+}
+
+// planState is the state table's commit, or nil when it holds m's base.
+func (p *Publisher) planState(ctx context.Context, id Ident, key string, m *manifest.Manifest, pub Published) (*StateCommit, error) {
+	mt := m.Tables[key]
+	want := StateFiles(mt)
+	same := len(pub.Files) == len(want) && pub.SchemaID == mt.SchemaVersion
+	for _, f := range want {
+		same = same && pub.Files[f.Path]
+	}
+	if same {
+		return nil, nil
+	}
+	c := &StateCommit{Ident: id, Files: want, Summary: stateSummary(m, mt), Masked: map[string][]int64{}}
+	if pub.SchemaID != mt.SchemaVersion {
+		sv := mt.CurrentSchema()
+		if sv == nil {
+			return nil, fmt.Errorf("state of %s: no schema version %d", key, mt.SchemaVersion)
+		}
+		s, err := icebergschema.Of(sv.Version, sv.Columns)
+		if err != nil {
+			return nil, fmt.Errorf("state of %s: %w", key, err)
+		}
+		c.Schema = &s
+	}
+	if mt.Base.Tombstones > 0 || mt.Base.CompactedAt != nil {
+		if p.o.Positions == nil {
+			return nil, fmt.Errorf("state of %s: its base has tombstones and the publisher cannot read files", key)
+		}
+		for _, f := range want {
+			pos, err := p.o.Positions(ctx, f.Path)
+			if err != nil {
+				return nil, fmt.Errorf("state of %s: tombstones of %s: %w", key, f.Path, err)
+			}
+			if len(pos) > 0 {
+				c.Masked[f.Path] = pos
+			}
+		}
+	}
+	return c, nil
 }
 
 // Backoff bounds the wait between two failed publications.

@@ -51,6 +51,17 @@ func (c *memCatalog) Commit(_ context.Context, cm Commit) error {
 	return nil
 }
 
+func (c *memCatalog) ReplaceState(_ context.Context, sc StateCommit) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := Published{Files: map[string]bool{}, ManifestVersion: VersionOf(sc.Summary), SchemaID: c.tables[sc.Ident.String()].SchemaID}
+	for _, f := range sc.Files {
+		p.Files[f.Path] = true
+	}
+	c.tables[sc.Ident.String()] = p
+	return nil
+}
+
 func (c *memCatalog) Expire(context.Context, Ident, time.Duration, int) error { return nil }
 func (c *memCatalog) MetadataLocation(context.Context, Ident) (string, error) { return "mem://", nil }
 

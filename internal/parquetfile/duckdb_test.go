@@ -330,3 +330,33 @@ func TestStatistics(t *testing.T) {
 		}
 	}
 }
+
+// TestOpPositions: the positions of a file's rows by __op, as DuckDB
+// numbers them (file_row_number), across row groups.
+func TestOpPositions(t *testing.T) {
+	table := allTypes()
+	rows := allTypesRows()
+	path := writeFile(t, table, rows)
+	db := openDuckDB(t)
+	var want []string
+	for _, r := range queryStrings(t, db, "SELECT CAST(file_row_number AS VARCHAR) FROM read_parquet("+quoteLiteral(path)+", file_row_number = true) WHERE __op = 'D' ORDER BY file_row_number") {
+		want = append(want, r[0])
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	got, err := OpPositions(f, st.Size(), "D")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []string
+	for _, p := range got {
+		gs = append(gs, strconv.FormatInt(p, 10))
+	}
+	if len(want) == 0 || strings.Join(gs, ",") != strings.Join(want, ",") {
+		t.Errorf("D rows at %v, DuckDB says %v", gs, want)
+	}
+}

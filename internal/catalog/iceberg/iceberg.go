@@ -7,13 +7,16 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +25,7 @@ import (
 	icecat "github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
+	"github.com/parquet-go/parquet-go"
 	_ "modernc.org/sqlite" // the SQL catalog's driver: pure Go
 
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
@@ -285,4 +289,183 @@ func OpenSQL(path, root string) (*Adapter, func() error, error) {
 		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
 	}
 	return New(cat, warehouse), db.Close, nil
+}
+
+// posDelete is one row of an Iceberg position delete file: the spec's
+// reserved field ids.
+type posDelete struct {
+	FilePath string `parquet:"file_path,id(2147483546)"`
+	Pos      int64  `parquet:"pos,id(2147483545)"`
+}
+
+// ReplaceState makes a state table hold exactly c.Files, with a position
+// delete file hiding c.Masked's rows, in one commit: the old data and
+// delete files are replaced by the new data files (one snapshot), then the
+// position deletes are added (a second), both landing at once.
+func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error {
+	tbl, err := a.cat.LoadTable(ctx, ident(c.Ident))
+	if err != nil {
+		return err
+	}
+	if c.Schema != nil {
+		sc, err := schema(*c.Schema)
+		if err != nil {
+			return err
+		}
+		if err := a.setSchema(ctx, tbl, sc); err != nil {
+			return err
+		}
+		if tbl, err = a.cat.LoadTable(ctx, ident(c.Ident)); err != nil {
+			return err
+		}
+	}
+	oldData, oldDeletes, err := a.entries(ctx, tbl)
+	if err != nil {
+		return err
+	}
+	if samePaths(oldData, c.Files, a) {
+		return nil // the same base (a new schema only, pushed above): its tombstones are masked already
+	}
+	spec := tbl.Spec()
+	var add []iceberg.DataFile
+	for _, f := range c.Files {
+		b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, a.Location(f.Path), iceberg.ParquetFile, nil, nil, nil, f.Rows, f.Bytes)
+		if err != nil {
+			return err
+		}
+		add = append(add, b.Build())
+	}
+	var deletes []iceberg.DataFile
+	if len(c.Masked) > 0 {
+		df, err := a.writePositionDeletes(c)
+		if err != nil {
+			return err
+		}
+		deletes = append(deletes, df)
+	}
+	props := iceberg.Properties(c.Summary)
+	tx := tbl.NewTransaction()
+	if len(oldData)+len(oldDeletes) == 0 {
+		if err := tx.NewRowDelta(props).AddRows(add...).AddDeletes(deletes...).Commit(ctx); err != nil {
+			return err
+		}
+	} else {
+		if err := tx.ReplaceFiles(ctx, oldData, add, oldDeletes, props); err != nil {
+			return err
+		}
+		if len(deletes) > 0 {
+			if err := tx.NewRowDelta(props).AddDeletes(deletes...).Commit(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+// samePaths reports whether data are exactly files' locations.
+func samePaths(data []iceberg.DataFile, files []manifest.File, a *Adapter) bool {
+	if len(data) != len(files) {
+		return false
+	}
+	have := make(map[string]bool, len(data))
+	for _, d := range data {
+		have[d.FilePath()] = true
+	}
+	for _, f := range files {
+		if !have[a.Location(f.Path)] {
+			return false
+		}
+	}
+	return true
+}
+
+// entries are the data and delete files of tbl's current snapshot.
+func (a *Adapter) entries(ctx context.Context, tbl *table.Table) (data, deletes []iceberg.DataFile, err error) {
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return nil, nil, nil
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	mfs, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("manifests of snapshot %d: %w", snap.SnapshotID, err)
+	}
+	for _, mf := range mfs {
+		entries, err := mf.FetchEntries(fs, true)
+		if err != nil {
+			return nil, nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			if mf.ManifestContent() == iceberg.ManifestContentData {
+				data = append(data, e.DataFile())
+			} else {
+				deletes = append(deletes, e.DataFile())
+			}
+		}
+	}
+	return data, deletes, nil
+}
+
+// writePositionDeletes writes c.Masked as one position delete file under
+// the table's metadata directory (sorted by file and position, as the spec
+// asks) and returns its entry.
+func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile, error) {
+	var rows []posDelete
+	for _, path := range slices.Sorted(maps.Keys(c.Masked)) {
+		for _, p := range c.Masked[path] {
+			rows = append(rows, posDelete{FilePath: a.Location(path), Pos: p})
+		}
+	}
+	slices.SortFunc(rows, func(x, y posDelete) int {
+		if x.FilePath != y.FilePath {
+			return strings.Compare(x.FilePath, y.FilePath)
+		}
+		return cmp.Compare(x.Pos, y.Pos)
+	})
+	loc := a.tableLocation(c.Ident) + "/deletes/" + c.Summary[catalog.SummaryManifestVersion] + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".parquet"
+	local, ok := strings.CutPrefix(loc, "file://")
+	if !ok {
+		return nil, fmt.Errorf("position deletes: %s is not on a filesystem warehouse", loc)
+	}
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(local), ".posdel-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	w := parquet.NewGenericWriter[posDelete](f, parquet.Compression(&parquet.Zstd))
+	if _, err := w.Write(rows); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("position deletes: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("position deletes: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(f.Name(), local); err != nil {
+		return nil, err
+	}
+	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes, loc, iceberg.ParquetFile, nil, nil, nil, int64(len(rows)), st.Size())
+	if err != nil {
+		return nil, err
+	}
+	return b.Build(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -269,7 +270,7 @@ func TestChangelog(t *testing.T) {
 	cat, ad := openCatalog(t, s)
 	fl := &flaky{Catalog: ad}
 	clock := time.Now()
-	p := catalog.New(catalog.Options{Catalog: fl, Retention: time.Hour, Now: func() time.Time { return clock }})
+	p := catalog.New(catalog.Options{Catalog: fl, Retention: time.Hour, Now: func() time.Time { return clock }, Positions: positions(s)})
 	id := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
 
 	m := s.mc.Current()
@@ -357,7 +358,113 @@ func TestChangelog(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, "past the retention", scan(t, cat, id), "I:6:f:1")
-	if st := p.Status(); st.Version != m.Version || len(st.Tables) != 1 || st.Tables[0].Removed != len(folded) {
+	if st := p.Status(); st.Version != m.Version || len(st.Tables) != 2 || st.Tables[0].Kind != catalog.KindChangelog || st.Tables[0].Removed != len(folded) {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// positions reads a sink file's tombstones, as pg-cdc's wiring does.
+func positions(s *sink) func(context.Context, string) ([]int64, error) {
+	return func(_ context.Context, key string) ([]int64, error) {
+		f, err := os.Open(filepath.Join(s.dir, key))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		st, _ := f.Stat()
+		return parquetfile.OpPositions(f, st.Size(), "D")
+	}
+}
+
+// TestState publishes the current-state table: the snapshot base as it
+// is, then at each compaction the compacted base in its place with its
+// tombstones masked by a position delete file, all read back with
+// iceberg-go's scanner; the replaced files and delete files leave it.
+func TestState(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	cat, ad := openCatalog(t, s)
+	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, Positions: positions(s)})
+	id := catalog.StateIdent(catalog.DefaultPrefix, "public", "t")
+	if id.String() != "pgcdc.public.t" {
+		t.Errorf("ident %s", id)
+	}
+	if _, err := p.Publish(ctx, s.mc.Current()); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "the snapshot", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c")
+
+	// A delta alone does not move the state (copy-on-write at compaction).
+	m := s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}})
+	before := len(snapshots(t, cat, id))
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(snapshots(t, cat, id)); n != before {
+		t.Errorf("a delta made %d state snapshot(s)", n-before)
+	}
+
+	compact := func(rows []row, tombstones int64) *manifest.Manifest {
+		f := s.write("base", rows)
+		return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+			at := s.now
+			for _, g := range catalog.ChangeFiles(mt) {
+				m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+			}
+			if mt.Base != nil && mt.Base.CompactedAt != nil {
+				for _, g := range mt.Base.Files {
+					m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+				}
+			}
+			mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: m.EndLSN, RowCount: int64(len(rows)), Tombstones: tombstones, Files: []manifest.File{f},
+				CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
+			mt.Deltas = nil
+		})
+	}
+	// The compacted base keeps key 2's delete as a tombstone.
+	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "after a compaction (tombstone masked)", scan(t, cat, id), "I:3:c", "U:1:a2", "I:4:d")
+	tbl, _ := cat.LoadTable(ctx, table.Identifier{"pgcdc", "public", "t"})
+	if got := tbl.CurrentSnapshot().Summary.Properties[catalog.SummaryLSN]; got != m.Tables["public.t"].Base.MaxLSN.String() {
+		t.Errorf("state summary lsn %s, want the base's %s", got, m.Tables["public.t"].Base.MaxLSN)
+	}
+
+	// Another compaction: one delete more; the old base and its delete
+	// file are replaced, not stacked.
+	s.delta([]row{{cdc.OpDelete, 0x300, 4, "", 0}})
+	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpDelete, 0x300, 4, "", 0}}, 2)
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "after a second compaction", scan(t, cat, id), "I:3:c", "U:1:a2")
+	tbl, _ = cat.LoadTable(ctx, table.Identifier{"pgcdc", "public", "t"})
+	data, deletes := 0, 0
+	fs, _ := tbl.FS(ctx)
+	mfs, _ := tbl.CurrentSnapshot().Manifests(fs)
+	for _, mf := range mfs {
+		es, err := mf.FetchEntries(fs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mf.ManifestContent() == iceberg.ManifestContentData {
+			data += len(es)
+		} else {
+			deletes += len(es)
+		}
+	}
+	if data != 1 || deletes != 1 {
+		t.Errorf("the state holds %d data and %d delete files, want 1 and 1", data, deletes)
+	}
+	st, err := p.Inspect(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range st {
+		if !ts.Drift.InSync() || ts.Metadata == "" {
+			t.Errorf("inspect %s %s: drift %+v, metadata %q", ts.Kind, ts.Iceberg, ts.Drift, ts.Metadata)
+		}
 	}
 }
