@@ -72,8 +72,8 @@ type Options struct {
 	// tombstones, which the state table masks.
 	Positions func(ctx context.Context, key string) ([]int64, error)
 	Observer  Observer
-	Now             func() time.Time
-	Log             *slog.Logger
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 // Publisher publishes manifest versions to a catalog. It is safe for
