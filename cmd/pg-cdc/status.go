@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/capture"
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 )
 
@@ -19,12 +21,28 @@ func newStatusCmd(app *cli) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&rateWindow, "wal-rate-window", 2*time.Second,
 		"measure the source's WAL rate over this long to forecast when the slot would be invalidated (0: skip)")
-	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, _ config.Config, cmd *cobra.Command) error {
+	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error {
 		s, err := c.Status(ctx, rateWindow)
 		if err != nil {
 			return err
 		}
-		s.WriteText(cmd.OutOrStdout(), time.Now())
+		w := cmd.OutOrStdout()
+		s.WriteText(w, time.Now())
+		if cfg.Catalog.Type != config.CatalogNone && s.Manifest != nil {
+			// What the catalog holds against this manifest: a failure to
+			// read it is shown, not fatal (the capture's status stands).
+			p, closeCat, err := openPublisher(cfg, c.Log)
+			if err == nil {
+				defer closeCat()
+				var tables []catalog.TableStatus
+				tables, err = p.Inspect(ctx, s.Manifest)
+				fmt.Fprintln(w, "\ncatalog (Iceberg):")
+				writeCatalogTables(w, s.Manifest.Version, tables, true)
+			}
+			if err != nil {
+				fmt.Fprintf(w, "catalog: %v\n", err)
+			}
+		}
 		return nil
 	})
 	return cmd

@@ -329,6 +329,7 @@ const (
 	CatalogNone    = ""
 	CatalogIceberg = "iceberg"
 	IcebergSQL     = "sql"
+	CopyOnWrite    = "copy-on-write"
 )
 
 // IcebergConfig is the "catalog.iceberg" section.
@@ -342,6 +343,9 @@ type IcebergConfig struct {
 	// Namespace (catalog.iceberg.namespace) is the first namespace level of
 	// every published table. Default "pgcdc".
 	Namespace string
+	// Mode (catalog.iceberg.mode) is how the state tables follow the sink:
+	// "copy-on-write" (default), replaced at each compaction.
+	Mode string
 	// SnapshotMaxAge and SnapshotMinKeep (catalog.iceberg.snapshot_max_age,
 	// catalog.iceberg.snapshot_min_keep) expire Iceberg snapshots older
 	// than the age, keeping the newest few. Defaults 24h and 10. Garbage
@@ -521,7 +525,7 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
-		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
+		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{

@@ -424,7 +424,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
 		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
 			MaxConcurrent: 1, QueueWait: time.Second, MaxStreams: 1, VersionGrace: time.Second, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}, AllowedHosts: []string{"1"}},
-		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Namespace: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
+		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
 		Log:     LogConfig{Level: "v", Format: "v"},
 		Types:   map[string]string{"s.t.c": "v"},
 	}) {

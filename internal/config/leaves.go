@@ -125,6 +125,7 @@ func leaves(c *Config) []leaf {
 		{"catalog.iceberg.type", &c.Catalog.Iceberg.Type},
 		{"catalog.iceberg.uri", &c.Catalog.Iceberg.URI},
 		{"catalog.iceberg.namespace", &c.Catalog.Iceberg.Namespace},
+		{"catalog.iceberg.mode", &c.Catalog.Iceberg.Mode},
 		{"catalog.iceberg.snapshot_max_age", &c.Catalog.Iceberg.SnapshotMaxAge},
 		{"catalog.iceberg.snapshot_min_keep", &c.Catalog.Iceberg.SnapshotMinKeep},
 		{"metrics.listen", &c.Metrics.Listen},

@@ -405,6 +405,9 @@ func (c Config) validateCatalog(p *problems) {
 	if ic.Namespace == "" || strings.ContainsAny(ic.Namespace, "./") {
 		p.got("catalog.iceberg.namespace", ic.Namespace, "must be a non-empty name without . or /")
 	}
+	if ic.Mode != CopyOnWrite {
+		p.got("catalog.iceberg.mode", ic.Mode, `must be "copy-on-write" (the state tables replaced at each compaction); merge-on-read is not built yet`)
+	}
 	if ic.SnapshotMaxAge <= 0 {
 		p.got("catalog.iceberg.snapshot_max_age", ic.SnapshotMaxAge, "must be > 0")
 	}
