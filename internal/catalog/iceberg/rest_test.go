@@ -1,0 +1,297 @@
+package iceberg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	icecat "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/pg-cdc/pg-cdc/internal/catalog"
+	adapter "github.com/pg-cdc/pg-cdc/internal/catalog/iceberg"
+	"github.com/pg-cdc/pg-cdc/internal/catalog/iceberg/resttest"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// openREST starts a REST catalog server over the sink and opens the
+// publisher's adapter on it, and a second client of the same server to
+// read through.
+func openREST(t *testing.T, s *sink, props map[string]string) (*resttest.Server, *adapter.Adapter, *rest.Catalog) {
+	t.Helper()
+	ctx := context.Background()
+	srv := resttest.New(t, "file://"+s.dir)
+	ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.dir, props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeCat() })
+	reader, err := rest.NewCatalog(ctx, "reader", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	return srv, ad, reader
+}
+
+// restScan reads a table through any iceberg-go catalog (here the REST
+// client) with iceberg-go's scanner: "op:id:v" per row in (lsn, seq)
+// order, as scan does through the SQL catalog.
+func restScan(t *testing.T, cat icecat.Catalog, id catalog.Ident) []string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
+	if err != nil {
+		t.Fatalf("load %s: %v", id, err)
+	}
+	at, err := tbl.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("scan %s: %v", id, err)
+	}
+	defer at.Release()
+	type out struct {
+		lsn, seq int64
+		s        string
+	}
+	var rows []out
+	sc := at.Schema()
+	col := func(name string) int { return sc.FieldIndices(name)[0] }
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			v := "-"
+			if c := rec.Column(col("v")).(*array.String); c.IsValid(i) {
+				v = c.Value(i)
+			}
+			rows = append(rows, out{
+				lsn: rec.Column(col("__lsn")).(*array.Int64).Value(i),
+				seq: rec.Column(col("__seq")).(*array.Int64).Value(i),
+				s:   fmt.Sprintf("%s:%d:%s", rec.Column(col("__op")).(*array.String).Value(i), rec.Column(col("id")).(*array.Int64).Value(i), v),
+			})
+		}
+	}
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(rows, func(a, b out) int {
+		if a.lsn != b.lsn {
+			return int(a.lsn - b.lsn)
+		}
+		return int(a.seq - b.seq)
+	})
+	strs := []string{}
+	for _, r := range rows {
+		strs = append(strs, r.s)
+	}
+	return strs
+}
+
+// TestREST publishes the changelog and the state table through the REST
+// catalog and reads them back through it (and through the SQL catalog
+// behind it): the same rows as TestChangelog and TestState read via SQL.
+// Then the faults a remote catalog has: a commit applied whose answer is a
+// 503, a 409 conflict, an answer later than the client's timeout (the
+// commit applied, or dropped), and a lost answer to a state table's
+// replacement. Each fails the publication, and its retry converges: the
+// rows exactly once, one snapshot per version.
+func TestREST(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	srv, ad, reader := openREST(t, s, map[string]string{adapter.PropRequestTimeout: "1s"})
+	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, Positions: positions(s)})
+	cl := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
+	st := catalog.StateIdent(catalog.DefaultPrefix, "public", "t")
+
+	// rows reads id through REST and checks the SQL catalog behind it
+	// holds the same.
+	rows := func(id catalog.Ident) []string {
+		t.Helper()
+		got := restScan(t, reader, id)
+		equal(t, id.String()+" via the SQL catalog behind REST", scan(t, srv.Catalog(), id), got...)
+		return got
+	}
+	nsnap := func(id catalog.Ident) int {
+		t.Helper()
+		tbl, err := reader.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Metadata().Snapshots())
+	}
+
+	m := s.mc.Current()
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "changelog after the snapshot", rows(cl), "I:1:a", "I:2:b", "I:3:c")
+	equal(t, "state after the snapshot", rows(st), "I:1:a", "I:2:b", "I:3:c")
+	tbl, err := reader.LoadTable(ctx, table.Identifier{"pgcdc_changelog", "public", "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"__op": icebergschema.FieldOp, "__lsn": icebergschema.FieldLSN, "__unchanged": icebergschema.FieldUnchanged, "id": 1, "v": 2} {
+		if f, ok := tbl.Schema().FindFieldByName(name); !ok || f.ID != want {
+			t.Errorf("field %s through REST: %+v, want id %d", name, f, want)
+		}
+	}
+	if got := catalog.VersionOf(tbl.CurrentSnapshot().Summary.Properties); got != m.Version {
+		t.Errorf("summary manifest version %d, want %d", got, m.Version)
+	}
+	sent := strings.Join(srv.Requests(), "\n")
+	if !strings.Contains(sent, "/v1/namespaces/pgcdc_changelog%1Fpublic/tables/t") {
+		t.Errorf("no request named the two-level namespace joined by %%1F:\n%s", sent)
+	}
+
+	m = s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	changes := []string{"I:1:a", "I:2:b", "I:3:c", "U:1:a2", "D:2:-", "I:4:d"}
+	equal(t, "changelog after a delta", rows(cl), changes...)
+	equal(t, "state after a delta (as of its base)", rows(st), "I:1:a", "I:2:b", "I:3:c")
+
+	compact := func(base []row, tombstones int64) *manifest.Manifest {
+		f := s.write("base", base)
+		return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+			at := s.now
+			for _, g := range catalog.ChangeFiles(mt) {
+				m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+			}
+			if mt.Base != nil && mt.Base.CompactedAt != nil {
+				for _, g := range mt.Base.Files {
+					m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+				}
+			}
+			mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: m.EndLSN, RowCount: int64(len(base)), Tombstones: tombstones, Files: []manifest.File{f},
+				CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
+			mt.Deltas = nil
+		})
+	}
+	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "state after a compaction (tombstone masked)", rows(st), "I:3:c", "U:1:a2", "I:4:d")
+	equal(t, "changelog after a compaction (inside the retention)", rows(cl), changes...)
+
+	// Each fault: a delta whose publication fails once, then is retried.
+	// mid is how many snapshots the failed attempt leaves: one when the
+	// server applied the commit, none when it did not.
+	for _, f := range []struct {
+		name  string
+		arm   func()
+		mid   int
+		isErr error
+	}{
+		{"503 after the commit was applied", srv.LoseNextCommit, 1, rest.ErrCommitStateUnknown},
+		{"409 conflict, not applied", srv.RefuseNextCommit, 0, table.ErrCommitFailed},
+		{"answer after the client's timeout, applied", func() { srv.StallNextCommit(true) }, 1, nil},
+		{"answer after the client's timeout, dropped", func() { srv.StallNextCommit(false) }, 0, nil},
+	} {
+		id := len(changes) + 1
+		r := row{cdc.OpInsert, 0x300 + id, id, fmt.Sprintf("v%d", id), 0}
+		m = s.delta([]row{r})
+		before := nsnap(cl)
+		f.arm()
+		start := time.Now()
+		_, err := p.Publish(ctx, m)
+		if err == nil {
+			t.Fatalf("%s: the publication reported no error", f.name)
+		}
+		if f.isErr != nil && !errors.Is(err, f.isErr) {
+			t.Errorf("%s: %v, want %v", f.name, err, f.isErr)
+		}
+		if f.isErr == nil && time.Since(start) > 5*time.Second {
+			t.Errorf("%s: the publication took %s: the request timeout did not hold", f.name, time.Since(start))
+		}
+		if n := nsnap(cl); n != before+f.mid {
+			t.Errorf("%s: the failed attempt left %d new snapshot(s), want %d", f.name, n-before, f.mid)
+		}
+		if _, err := p.Publish(ctx, m); err != nil {
+			t.Fatalf("%s: retry: %v", f.name, err)
+		}
+		if n := nsnap(cl); n != before+1 {
+			t.Errorf("%s: the version took %d snapshot(s), want 1", f.name, n-before)
+		}
+		changes = append(changes, fmt.Sprintf("I:%d:v%d", id, id))
+		equal(t, f.name+": changelog after the retry", rows(cl), changes...)
+		if _, err := p.Publish(ctx, m); err != nil {
+			t.Fatalf("%s: a publication of the same version again: %v", f.name, err)
+		}
+		if n := nsnap(cl); n != before+1 {
+			t.Errorf("%s: publishing the version again made %d snapshot(s) more", f.name, n-before-1)
+		}
+	}
+
+	// A state table's replacement whose answer is lost: the retry finds
+	// the new base published and commits nothing.
+	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0},
+		{cdc.OpInsert, 0x307, 7, "v7", 0}, {cdc.OpInsert, 0x308, 8, "v8", 0}, {cdc.OpInsert, 0x309, 9, "v9", 0}, {cdc.OpInsert, 0x30a, 10, "v10", 0}}, 1)
+	before := nsnap(st)
+	srv.LoseNextCommit()
+	if _, err := p.Publish(ctx, m); !errors.Is(err, rest.ErrCommitStateUnknown) {
+		t.Errorf("a lost answer to the state's replacement: %v, want %v", err, rest.ErrCommitStateUnknown)
+	}
+	mid := nsnap(st)
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := nsnap(st); n != mid || mid == before {
+		t.Errorf("state snapshots: %d before, %d after the lost answer, %d after the retry: want it applied once", before, mid, n)
+	}
+	equal(t, "state after a lost answer to its replacement", rows(st), "I:3:c", "U:1:a2", "I:4:d", "I:7:v7", "I:8:v8", "I:9:v9", "I:10:v10")
+	equal(t, "changelog after the second compaction", rows(cl), changes...)
+
+	sts, err := p.Inspect(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range sts {
+		if !ts.Drift.InSync() || !strings.HasPrefix(ts.Metadata, "file://"+s.dir+"/_pgcdc/iceberg/") {
+			t.Errorf("inspect %s %s: drift %+v, metadata %q", ts.Kind, ts.Iceberg, ts.Drift, ts.Metadata)
+		}
+	}
+}
+
+// TestRESTAuth: a catalog that wants a bearer token refuses a client
+// without one, and takes the token given as a property, or the one a
+// client credential is exchanged for.
+func TestRESTAuth(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	srv := resttest.New(t, "file://"+s.dir)
+	srv.RequireToken("tok-3f9a", "pgcdc:s3cret-77")
+	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, nil); !errors.Is(err, rest.ErrUnauthorized) {
+		t.Errorf("no token: %v, want %v", err, rest.ErrUnauthorized)
+	}
+	_, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, map[string]string{"credential": "pgcdc:wrong"})
+	if err == nil {
+		t.Error("a wrong credential was accepted")
+	} else if strings.Contains(err.Error(), "wrong") {
+		t.Errorf("the error shows the credential: %v", err)
+	}
+	for _, props := range []map[string]string{{"token": "tok-3f9a"}, {"credential": "pgcdc:s3cret-77"}} {
+		ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.dir, props)
+		if err != nil {
+			t.Fatalf("%v: %v", props, err)
+		}
+		p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, Positions: positions(s)})
+		if _, err := p.Publish(ctx, s.mc.Current()); err != nil {
+			t.Errorf("%v: %v", props, err)
+		}
+		closeCat()
+	}
+	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, map[string]string{adapter.PropRequestTimeout: "soon"}); err == nil {
+		t.Error("a request timeout that is no duration was accepted")
+	}
+}
