@@ -136,10 +136,40 @@ func ChangeFiles(mt *manifest.Table) []manifest.File {
 	return out
 }
 
+// retiredChangeFile reports whether path, a file m retired, was one of
+// mt's change files in its current generation, by the key layout
+// manifest.FileKey fixes (<schema>/<table>/<gen>/<kind>/<epoch>/part-<n>
+// .parquet): a delta, or a snapshot base, whose epoch is 0 (a compacted
+// base takes the epoch of the newest delta it folded, and deltas start at
+// 1). Another generation's files are not: a re-snapshot's that a rebuild
+// superseded never were the table's, and those of the generation a switch
+// replaced stay only if they were published.
+func retiredChangeFile(mt *manifest.Table, path string) bool {
+	prefix := strings.Join([]string{manifest.EscapeKeyElement(mt.Schema), manifest.EscapeKeyElement(mt.Name),
+		manifest.EscapeKeyElement(mt.Generation)}, "/") + "/"
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/") // kind, epoch, part
+	if len(parts) != 3 {
+		return false
+	}
+	switch manifest.Kind(parts[0]) {
+	case manifest.KindDelta:
+		return true
+	case manifest.KindBase:
+		return parts[1] != "" && strings.Trim(parts[1], "0") == ""
+	}
+	return false
+}
+
 // PlanChangelog is the commit that brings table key's changelog from pub to
-// manifest version m: the change files m has that pub lacks, the files pub
+// manifest version m: the change files m has that pub lacks, and those m
+// retired inside retention that pub lacks (a publisher that fell behind
+// across a compaction still publishes the deltas it folded); the files pub
 // has that m retired longer ago than retention (or that m no longer lists
-// at all), and m's schema when pub's is another. It is a pure function of
+// at all); and m's schema when pub's is another. It is a pure function of
 // its inputs, so a commit whose answer was lost plans to nothing the next
 // time: its files are published.
 func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, now time.Time, retention time.Duration) (Commit, error) {
@@ -167,10 +197,16 @@ func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, no
 		}
 	}
 	retired := make(map[string]time.Time, len(m.Garbage))
+	cutoff := now.Add(-retention)
 	for _, g := range m.Garbage {
 		retired[g.Path] = g.RetiredAt
+		if !live[g.Path] && !pub.Files[g.Path] && g.RetiredAt.After(cutoff) && retiredChangeFile(mt, g.Path) {
+			// Folded before it was published: its changes belong to the
+			// changelog as long as the history's retention holds them.
+			live[g.Path] = true
+			c.Add = append(c.Add, manifest.File{Path: g.Path})
+		}
 	}
-	cutoff := now.Add(-retention)
 	for path := range pub.Files {
 		if live[path] {
 			continue

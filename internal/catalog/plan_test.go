@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
@@ -26,6 +27,11 @@ func table(compacted bool, base []string, deltas ...string) *manifest.Table {
 		mt.Deltas = append(mt.Deltas, manifest.Delta{Epoch: uint64(i + 1), Files: []manifest.File{{Path: p, Rows: 1}}})
 	}
 	return mt
+}
+
+// key is the sink key of public.t's file of kind at epoch (part 0).
+func key(kind string, epoch uint64) string {
+	return manifest.FileKey(cdc.TableID{Schema: "public", Name: "t"}, "g0001", manifest.Kind(kind), epoch, 0)
 }
 
 func set(paths ...string) map[string]bool {
@@ -73,6 +79,24 @@ func TestPlanChangelog(t *testing.T) {
 			mt:      table(true, []string{"c5"}, "d6"),
 			garbage: []manifest.RetiredFile{{Path: "b0", RetiredAt: now.Add(-2 * time.Hour)}, {Path: "d1", RetiredAt: now.Add(-time.Minute)}},
 			pub:     Published{ManifestVersion: 6, SchemaID: 1, Files: set("b0", "d1", "d6")}, rm: "b0"},
+		{name: "a publisher behind across a compaction: the change files it folded are added inside the retention",
+			mt: func() *manifest.Table {
+				mt := table(true, []string{key("base", 2)}, key("delta", 3))
+				mt.Generation = "g0001"
+				return mt
+			}(),
+			garbage: []manifest.RetiredFile{
+				{Path: key("base", 0), RetiredAt: now.Add(-time.Minute)},                                         // the snapshot base
+				{Path: key("delta", 1), RetiredAt: now.Add(-time.Minute)},                                        // published
+				{Path: key("delta", 2), RetiredAt: now.Add(-time.Minute)},                                        // folded before it was published
+				{Path: key("delta", 2), RetiredAt: now.Add(-time.Minute)},                                        // listed twice: added once
+				{Path: key("base", 1), RetiredAt: now.Add(-time.Minute)},                                         // a compacted base: state, not changes
+				{Path: "public/other/g0001/delta/00000002/part-00000.parquet", RetiredAt: now.Add(-time.Minute)}, // another table's
+				{Path: "public/t/g0002/delta/00000002/part-00000.parquet", RetiredAt: now.Add(-time.Minute)},     // another generation's
+				{Path: "public/t/g0001/delta/00000001/part-00001.parquet", RetiredAt: now.Add(-2 * time.Hour)},   // past the retention
+			},
+			pub: Published{ManifestVersion: 4, SchemaID: 1, Files: set(key("delta", 1))},
+			add: key("delta", 3) + "," + key("base", 0) + "," + key("delta", 2)},
 		{name: "a file the manifest no longer lists at all leaves",
 			mt: table(false, nil, "d7"), pub: Published{ManifestVersion: 6, SchemaID: 1, Files: set("gone", "d7")}, rm: "gone"},
 		{name: "a new schema version",
