@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -72,6 +73,14 @@ func scrubberFor(cfg config.Config) *logging.Scrubber {
 	}
 	for _, name := range secretEnv {
 		secrets = append(secrets, os.Getenv(name))
+	}
+	for k, v := range cfg.Catalog.Iceberg.Properties {
+		if config.SecretCatalogProperty(k) {
+			secrets = append(secrets, v)
+			if _, secret, ok := strings.Cut(v, ":"); ok && k == "credential" {
+				secrets = append(secrets, secret) // client_id:client_secret
+			}
+		}
 	}
 	return logging.NewScrubber(secrets...)
 }

@@ -13,5 +13,11 @@ import (
 // noiceberg, as make demo builds it, or the static streaming-only -tags
 // nodb): iceberg-go, arrow-go and SQLite more than double a cold build.
 func openIcebergSQL(path, root string) (catalog.Catalog, func() error, error) {
-	return nil, nil, cdc.Usage(errors.New("catalog.type iceberg: this pg-cdc was built without the Iceberg publisher (-tags noiceberg or nodb); build it with 'make build'"))
+	return nil, nil, errNoIceberg
 }
+
+func openIcebergREST(uri, root string, props map[string]string) (catalog.Catalog, func() error, error) {
+	return nil, nil, errNoIceberg
+}
+
+var errNoIceberg = cdc.Usage(errors.New("catalog.type iceberg: this pg-cdc was built without the Iceberg publisher (-tags noiceberg or nodb); build it with 'make build'"))

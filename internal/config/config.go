@@ -329,17 +329,24 @@ const (
 	CatalogNone    = ""
 	CatalogIceberg = "iceberg"
 	IcebergSQL     = "sql"
+	IcebergREST    = "rest"
 	CopyOnWrite    = "copy-on-write"
 )
 
 // IcebergConfig is the "catalog.iceberg" section.
 type IcebergConfig struct {
 	// Type (catalog.iceberg.type) is the Iceberg catalog: "sql" (default),
-	// the embedded SQL catalog on SQLite.
+	// the embedded SQL catalog on SQLite, or "rest", an Iceberg REST
+	// catalog.
 	Type string
-	// URI (catalog.iceberg.uri) is the SQL catalog's SQLite file. Default
-	// state.path/iceberg-catalog.db.
+	// URI (catalog.iceberg.uri) is the SQL catalog's SQLite file (default
+	// state.path/iceberg-catalog.db) or the REST catalog's base URL
+	// (required; without /v1).
 	URI string
+	// Properties (catalog.iceberg.properties) are passed to the REST
+	// client: token, credential, scope, warehouse, prefix, header.<Name>,
+	// pgcdc.request-timeout, ... token, credential and headers are secrets.
+	Properties map[string]string
 	// Namespace (catalog.iceberg.namespace) is the first namespace level of
 	// every published table. Default "pgcdc".
 	Namespace string
@@ -525,7 +532,7 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
-		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
+		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{

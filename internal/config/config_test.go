@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -424,7 +425,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
 		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
 			MaxConcurrent: 1, QueueWait: time.Second, MaxStreams: 1, VersionGrace: time.Second, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}, AllowedHosts: []string{"1"}},
-		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
+		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Properties: map[string]string{"s.t.c": "v"}, Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
 		Log:     LogConfig{Level: "v", Format: "v"},
 		Types:   map[string]string{"s.t.c": "v"},
 	}) {
@@ -571,5 +572,34 @@ aws:
 		if err == nil || !strings.Contains(err.Error(), "f.yml:5: storage.force_path_style: want true or false") {
 			t.Errorf("force_path_style: %s: got %v", v, err)
 		}
+	}
+}
+
+// TestCatalogConfig: rest needs an http(s) URL; glue and merge-on-read are
+// refused by key until built; REST secrets never print.
+func TestCatalogConfig(t *testing.T) {
+	base := "source:\n  postgres:\n    url: postgres://u@h/db\ncatalog:\n  type: iceberg\n  iceberg:\n"
+	for _, c := range []struct{ yaml, want string }{
+		{"    type: rest\n", "catalog.iceberg.uri"},
+		{"    type: rest\n    uri: ftp://x\n", "catalog.iceberg.uri"},
+		{"    type: glue\n", "catalog.iceberg.type"},
+		{"    mode: merge-on-read\n", "catalog.iceberg.mode"},
+		{"    type: rest\n    uri: http://127.0.0.1:8181\n    properties:\n      uri: x\n", "catalog.iceberg.properties"},
+	} {
+		_, err := Parse([]byte(base+c.yaml), "t.yml", nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error naming %s", c.yaml, err, c.want)
+		}
+	}
+	cfg, err := Parse([]byte(base+"    type: rest\n    uri: https://cat.example/api\n    properties:\n      token: s3cr3t-tok\n      header.X-Key: s3cr3t-hdr\n      warehouse: wh\n"), "t.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fmt.Sprintf("%+v", cfg.Redacted())
+	if strings.Contains(r, "s3cr3t") || !strings.Contains(r, "warehouse:wh") {
+		t.Errorf("redacted: %s", r)
+	}
+	if cfg.Catalog.Iceberg.Properties["token"] != "s3cr3t-tok" {
+		t.Errorf("Redacted changed the configuration it was called on")
 	}
 }

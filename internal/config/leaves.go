@@ -124,6 +124,7 @@ func leaves(c *Config) []leaf {
 		{"catalog.type", &c.Catalog.Type},
 		{"catalog.iceberg.type", &c.Catalog.Iceberg.Type},
 		{"catalog.iceberg.uri", &c.Catalog.Iceberg.URI},
+		{"catalog.iceberg.properties", &c.Catalog.Iceberg.Properties},
 		{"catalog.iceberg.namespace", &c.Catalog.Iceberg.Namespace},
 		{"catalog.iceberg.mode", &c.Catalog.Iceberg.Mode},
 		{"catalog.iceberg.snapshot_max_age", &c.Catalog.Iceberg.SnapshotMaxAge},

@@ -395,9 +395,20 @@ func (c Config) validateCatalog(p *problems) {
 		return
 	}
 	ic := cc.Iceberg
-	if ic.Type != IcebergSQL {
-		// REST and Glue come with the publisher's next step (issue 17).
-		p.got("catalog.iceberg.type", ic.Type, `must be "sql" (the embedded SQLite catalog); rest and glue are not built yet`)
+	switch ic.Type {
+	case IcebergSQL:
+	case IcebergREST:
+		if u, err := url.Parse(ic.URI); ic.URI == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.got("catalog.iceberg.uri", ic.URI, "catalog.iceberg.type rest needs the catalog's http(s):// base URL (without /v1)")
+		}
+	default:
+		// Glue comes with the publisher's next step (issue 17).
+		p.got("catalog.iceberg.type", ic.Type, `must be "sql" (the embedded SQLite catalog) or "rest"; glue is not built yet`)
+	}
+	for k := range ic.Properties {
+		if k == "uri" || k == "type" {
+			p.got("catalog.iceberg.properties", k, "set catalog.iceberg.uri and catalog.iceberg.type instead")
+		}
 	}
 	if c.Storage.Type != "" && c.Storage.Type != "filesystem" {
 		p.got("storage.type", c.Storage.Type, "catalog.type iceberg publishes a filesystem sink only so far")
@@ -614,12 +625,24 @@ func (c Config) Redacted() Config {
 	c.Tables.Include = slices.Clone(c.Tables.Include)
 	c.Tables.Exclude = slices.Clone(c.Tables.Exclude)
 	c.Types = maps.Clone(c.Types)
+	c.Catalog.Iceberg.Properties = maps.Clone(c.Catalog.Iceberg.Properties)
+	for k := range c.Catalog.Iceberg.Properties {
+		if SecretCatalogProperty(k) {
+			c.Catalog.Iceberg.Properties[k] = redactedPassword
+		}
+	}
 	c.Source.Postgres.URL = redactURL(c.Source.Postgres.URL)
 	c.Storage.Endpoint = redactURL(c.Storage.Endpoint)
 	// The template may hold a literal password too; a printed copy never
 	// connects, so it has no use for it.
 	c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
 	return c
+}
+
+// SecretCatalogProperty reports whether a catalog.iceberg.properties key
+// holds a secret (never printed or logged).
+func SecretCatalogProperty(k string) bool {
+	return k == "token" || k == "credential" || strings.HasPrefix(k, "header.")
 }
 
 func redactURL(raw string) string {

@@ -295,3 +295,32 @@ func TestRESTAuth(t *testing.T) {
 		t.Error("a request timeout that is no duration was accepted")
 	}
 }
+
+// TestLazyOpen: a REST catalog that is down at the first publication
+// fails that publication (retried by the publisher), not the process; once
+// it is up, the next one opens it and publishes.
+func TestLazyOpen(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	srv := resttest.New(t, "file://"+s.dir)
+	up := false
+	lazy := adapter.NewLazy(func(ctx context.Context) (*adapter.Adapter, func() error, error) {
+		if !up {
+			return nil, nil, errors.New("connection refused")
+		}
+		return adapter.OpenREST(ctx, srv.URL, s.dir, nil)
+	})
+	t.Cleanup(func() { lazy.Close() })
+	p := catalog.New(catalog.Options{Catalog: lazy, Retention: time.Hour, Positions: positions(s)})
+	if _, err := p.Publish(ctx, s.mc.Current()); err == nil {
+		t.Fatal("a publication with the catalog down reported no error")
+	}
+	up = true
+	if _, err := p.Publish(ctx, s.mc.Current()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Inspect(ctx, s.mc.Current())
+	if err != nil || len(st) != 2 || !st[0].Drift.InSync() || !st[1].Drift.InSync() {
+		t.Errorf("inspect after the catalog came up: %+v, %v", st, err)
+	}
+}
