@@ -87,7 +87,8 @@ func TestDependencyDirection(t *testing.T) {
 	// streaming internals.
 	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
 		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
-		"internal/query", "internal/refs", "internal/serve", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/metrics", "internal/events"}
+		"internal/query", "internal/refs", "internal/serve", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/metrics", "internal/events",
+		"internal/catalog", "internal/catalog/iceberg"}
 	for _, d := range imports[mod+"cmd/pg-cdc"] {
 		if isStd(d) || d == "github.com/spf13/cobra" {
 			continue

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -18,7 +17,6 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
 // keepRetired is how long garbage collection keeps a retired file beyond
@@ -63,18 +61,7 @@ func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, fun
 		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, Log: log,
 		// The tombstones a state table masks, read from the filesystem sink
 		// (the only one catalog.type iceberg publishes so far).
-		Positions: func(_ context.Context, key string) ([]int64, error) {
-			f, err := os.Open(filepath.Join(root, filepath.FromSlash(key)))
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				return nil, err
-			}
-			return parquetfile.OpPositions(f, st.Size(), "D")
-		}})
+		Positions: tombstones(root)})
 	return p, closeCat, nil
 }
 

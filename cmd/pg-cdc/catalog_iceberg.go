@@ -21,3 +21,8 @@ func openIcebergREST(uri, root string, props map[string]string) (catalog.Catalog
 	})
 	return l, l.Close, nil
 }
+
+// tombstones reads the positions of a filesystem sink file's tombstones.
+func tombstones(root string) func(context.Context, string) ([]int64, error) {
+	return iceberg.Tombstones(root)
+}

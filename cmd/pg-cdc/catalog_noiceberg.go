@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
@@ -19,5 +20,7 @@ func openIcebergSQL(path, root string) (catalog.Catalog, func() error, error) {
 func openIcebergREST(uri, root string, props map[string]string) (catalog.Catalog, func() error, error) {
 	return nil, nil, errNoIceberg
 }
+
+func tombstones(string) func(context.Context, string) ([]int64, error) { return nil }
 
 var errNoIceberg = cdc.Usage(errors.New("catalog.type iceberg: this pg-cdc was built without the Iceberg publisher (-tags noiceberg or nodb); build it with 'make build'"))

@@ -31,6 +31,7 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
 // MetadataPrefix is where the tables' Iceberg metadata lives in the sink.
@@ -468,4 +469,22 @@ func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile,
 		return nil, err
 	}
 	return b.Build(), nil
+}
+
+// Tombstones reads the positions of the rows whose __op is D in a file of
+// the filesystem sink at root (catalog.Options.Positions): a compacted
+// base's tombstones, which the state table masks.
+func Tombstones(root string) func(context.Context, string) ([]int64, error) {
+	return func(_ context.Context, key string) ([]int64, error) {
+		f, err := os.Open(filepath.Join(root, filepath.FromSlash(key)))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		return parquetfile.OpPositions(f, st.Size(), "D")
+	}
 }
