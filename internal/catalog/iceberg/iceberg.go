@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	iceberg "github.com/apache/iceberg-go"
@@ -43,11 +44,24 @@ type Adapter struct {
 	// warehouse is the sink's root as a location ("file:///srv/sink",
 	// "s3://bucket/prefix"), without a trailing slash.
 	warehouse string
+
+	// held caches what each table's current snapshot holds, by table and
+	// snapshot id: the publisher loads every table at every version, and
+	// reading a snapshot's manifests grows with its files. A snapshot never
+	// changes, so a new one (by any writer) is read afresh.
+	mu   sync.Mutex
+	held map[string]heldFiles
+}
+
+// heldFiles are the data files of one snapshot of a table.
+type heldFiles struct {
+	snapshot int64
+	files    map[string]bool
 }
 
 // New adapts cat, whose tables' files are under warehouse.
 func New(cat icecat.Catalog, warehouse string) *Adapter {
-	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/")}
+	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}}
 }
 
 // Location is a sink key's location in the warehouse.
@@ -78,7 +92,8 @@ func (a *Adapter) tableLocation(id catalog.Ident) string {
 }
 
 // Load returns what the table holds: its current snapshot's files and the
-// manifest version its summary records.
+// manifest version its summary records. Published.Files is shared with the
+// adapter's cache: the caller only reads it.
 func (a *Adapter) Load(ctx context.Context, id catalog.Ident) (catalog.Published, bool, error) {
 	tbl, err := a.cat.LoadTable(ctx, ident(id))
 	if errors.Is(err, icecat.ErrNoSuchTable) {
@@ -96,44 +111,45 @@ func (a *Adapter) Load(ctx context.Context, id catalog.Ident) (catalog.Published
 	if snap.Summary != nil {
 		pub.ManifestVersion = catalog.VersionOf(snap.Summary.Properties)
 	}
-	files, err := a.files(ctx, tbl, snap)
+	a.mu.Lock()
+	h, ok := a.held[id.String()]
+	a.mu.Unlock()
+	if ok && h.snapshot == snap.SnapshotID {
+		pub.Files = h.files
+		return pub, true, nil
+	}
+	data, _, err := a.entries(ctx, tbl)
 	if err != nil {
 		return catalog.Published{}, false, err
 	}
-	for _, loc := range files {
-		k := a.key(loc)
+	for _, df := range data {
+		k := a.key(df.FilePath())
 		if k == "" {
-			return catalog.Published{}, false, fmt.Errorf("%s: data file %s is outside the warehouse %s", id, loc, a.warehouse)
+			return catalog.Published{}, false, fmt.Errorf("%s: data file %s is outside the warehouse %s", id, df.FilePath(), a.warehouse)
 		}
 		pub.Files[k] = true
 	}
+	a.mu.Lock()
+	a.held[id.String()] = heldFiles{snapshot: snap.SnapshotID, files: pub.Files}
+	a.mu.Unlock()
 	return pub, true, nil
 }
 
-// files lists the data files of a snapshot.
-func (a *Adapter) files(ctx context.Context, tbl *table.Table, snap *table.Snapshot) ([]string, error) {
-	fs, err := tbl.FS(ctx)
+// load loads a table and, when s is set, first makes s its exact current
+// schema (and loads it again).
+func (a *Adapter) load(ctx context.Context, id catalog.Ident, s *icebergschema.Schema) (*table.Table, error) {
+	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if err != nil || s == nil {
+		return tbl, err
+	}
+	sc, err := schema(*s)
 	if err != nil {
 		return nil, err
 	}
-	mfs, err := snap.Manifests(fs)
-	if err != nil {
-		return nil, fmt.Errorf("manifests of snapshot %d: %w", snap.SnapshotID, err)
+	if err := a.setSchema(ctx, tbl, sc); err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, mf := range mfs {
-		if mf.ManifestContent() != iceberg.ManifestContentData {
-			continue
-		}
-		entries, err := mf.FetchEntries(fs, true)
-		if err != nil {
-			return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
-		}
-		for _, e := range entries {
-			out = append(out, e.DataFile().FilePath())
-		}
-	}
-	return out, nil
+	return a.cat.LoadTable(ctx, ident(id))
 }
 
 // schema is pg-cdc's schema as iceberg-go's.
@@ -199,21 +215,9 @@ func (a *Adapter) setSchema(ctx context.Context, tbl *table.Table, sc *iceberg.S
 // Commit applies c: the schema, then one snapshot adding and removing the
 // files, its summary c.Summary.
 func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
-	tbl, err := a.cat.LoadTable(ctx, ident(c.Ident))
+	tbl, err := a.load(ctx, c.Ident, c.Schema)
 	if err != nil {
 		return err
-	}
-	if c.Schema != nil {
-		sc, err := schema(*c.Schema)
-		if err != nil {
-			return err
-		}
-		if err := a.setSchema(ctx, tbl, sc); err != nil {
-			return err
-		}
-		if tbl, err = a.cat.LoadTable(ctx, ident(c.Ident)); err != nil {
-			return err
-		}
 	}
 	if len(c.Add) == 0 && len(c.Remove) == 0 {
 		return nil
@@ -304,21 +308,9 @@ type posDelete struct {
 // delete files are replaced by the new data files (one snapshot), then the
 // position deletes are added (a second), both landing at once.
 func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error {
-	tbl, err := a.cat.LoadTable(ctx, ident(c.Ident))
+	tbl, err := a.load(ctx, c.Ident, c.Schema)
 	if err != nil {
 		return err
-	}
-	if c.Schema != nil {
-		sc, err := schema(*c.Schema)
-		if err != nil {
-			return err
-		}
-		if err := a.setSchema(ctx, tbl, sc); err != nil {
-			return err
-		}
-		if tbl, err = a.cat.LoadTable(ctx, ident(c.Ident)); err != nil {
-			return err
-		}
 	}
 	oldData, oldDeletes, err := a.entries(ctx, tbl)
 	if err != nil {
