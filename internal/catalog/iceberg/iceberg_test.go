@@ -2,6 +2,7 @@ package iceberg_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberg "github.com/apache/iceberg-go"
+	icecat "github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	_ "modernc.org/sqlite"
@@ -127,6 +129,26 @@ func (s *sink) commit(fn func(m *manifest.Manifest, mt *manifest.Table)) *manife
 	return m
 }
 
+// compact commits a compaction: a compacted base of rows (tombstones of
+// them deletes), the change files and any earlier compacted base retired.
+func (s *sink) compact(rows []row, tombstones int64) *manifest.Manifest {
+	f := s.write("base", rows)
+	return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+		at := s.now
+		for _, g := range catalog.ChangeFiles(mt) {
+			m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+		}
+		if mt.Base != nil && mt.Base.CompactedAt != nil {
+			for _, g := range mt.Base.Files {
+				m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
+			}
+		}
+		mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: m.EndLSN, RowCount: int64(len(rows)), Tombstones: tombstones, Files: []manifest.File{f},
+			CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
+		mt.Deltas = nil
+	})
+}
+
 func (s *sink) delta(rows []row) *manifest.Manifest {
 	f := s.write("delta", rows)
 	return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
@@ -171,9 +193,9 @@ func openCatalog(t *testing.T, s *sink) (*sqlcat.Catalog, *adapter.Adapter) {
 	return cat, adapter.New(cat, "file://"+s.dir)
 }
 
-// scan reads the changelog with iceberg-go's own scanner: "op:id:v[:w]"
-// per row, in (lsn, seq) order.
-func scan(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []string {
+// scan reads a table through any iceberg-go catalog (SQL or REST) with
+// iceberg-go's own scanner: "op:id:v[:w]" per row, in (lsn, seq) order.
+func scan(t *testing.T, cat icecat.Catalog, id catalog.Ident) []string {
 	t.Helper()
 	ctx := context.Background()
 	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
@@ -229,12 +251,7 @@ func scan(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []string {
 	if err := tr.Err(); err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(rows, func(a, b out) int {
-		if a.lsn != b.lsn {
-			return int(a.lsn - b.lsn)
-		}
-		return int(a.seq - b.seq)
-	})
+	slices.SortFunc(rows, func(a, b out) int { return cmp.Or(cmp.Compare(a.lsn, b.lsn), cmp.Compare(a.seq, b.seq)) })
 	var strs []string
 	for _, r := range rows {
 		strs = append(strs, r.s)
@@ -242,7 +259,7 @@ func scan(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []string {
 	return strs
 }
 
-func snapshots(t *testing.T, cat *sqlcat.Catalog, id catalog.Ident) []table.Snapshot {
+func snapshots(t *testing.T, cat icecat.Catalog, id catalog.Ident) []table.Snapshot {
 	t.Helper()
 	tbl, err := cat.LoadTable(context.Background(), append(table.Identifier{}, append(id.Namespace, id.Name)...))
 	if err != nil {
@@ -404,25 +421,8 @@ func TestState(t *testing.T) {
 		t.Errorf("a delta made %d state snapshot(s)", n-before)
 	}
 
-	compact := func(rows []row, tombstones int64) *manifest.Manifest {
-		f := s.write("base", rows)
-		return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
-			at := s.now
-			for _, g := range catalog.ChangeFiles(mt) {
-				m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
-			}
-			if mt.Base != nil && mt.Base.CompactedAt != nil {
-				for _, g := range mt.Base.Files {
-					m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
-				}
-			}
-			mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: m.EndLSN, RowCount: int64(len(rows)), Tombstones: tombstones, Files: []manifest.File{f},
-				CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
-			mt.Deltas = nil
-		})
-	}
 	// The compacted base keeps key 2's delete as a tombstone.
-	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
+	m = s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
 	if _, err := p.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestState(t *testing.T) {
 	// Another compaction: one delete more; the old base and its delete
 	// file are replaced, not stacked.
 	s.delta([]row{{cdc.OpDelete, 0x300, 4, "", 0}})
-	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpDelete, 0x300, 4, "", 0}}, 2)
+	m = s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpDelete, 0x300, 4, "", 0}}, 2)
 	if _, err := p.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
 	"github.com/apache/iceberg-go/table"
 
@@ -19,7 +16,6 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/catalog/iceberg/resttest"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
-	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
 // openREST starts a REST catalog server over the sink and opens the
@@ -42,60 +38,6 @@ func openREST(t *testing.T, s *sink, props map[string]string) (*resttest.Server,
 	return srv, ad, reader
 }
 
-// restScan reads a table through any iceberg-go catalog (here the REST
-// client) with iceberg-go's scanner: "op:id:v" per row in (lsn, seq)
-// order, as scan does through the SQL catalog.
-func restScan(t *testing.T, cat icecat.Catalog, id catalog.Ident) []string {
-	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
-	if err != nil {
-		t.Fatalf("load %s: %v", id, err)
-	}
-	at, err := tbl.Scan().ToArrowTable(ctx)
-	if err != nil {
-		t.Fatalf("scan %s: %v", id, err)
-	}
-	defer at.Release()
-	type out struct {
-		lsn, seq int64
-		s        string
-	}
-	var rows []out
-	sc := at.Schema()
-	col := func(name string) int { return sc.FieldIndices(name)[0] }
-	tr := array.NewTableReader(at, 1024)
-	defer tr.Release()
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		for i := range int(rec.NumRows()) {
-			v := "-"
-			if c := rec.Column(col("v")).(*array.String); c.IsValid(i) {
-				v = c.Value(i)
-			}
-			rows = append(rows, out{
-				lsn: rec.Column(col("__lsn")).(*array.Int64).Value(i),
-				seq: rec.Column(col("__seq")).(*array.Int64).Value(i),
-				s:   fmt.Sprintf("%s:%d:%s", rec.Column(col("__op")).(*array.String).Value(i), rec.Column(col("id")).(*array.Int64).Value(i), v),
-			})
-		}
-	}
-	if err := tr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.SortFunc(rows, func(a, b out) int {
-		if a.lsn != b.lsn {
-			return int(a.lsn - b.lsn)
-		}
-		return int(a.seq - b.seq)
-	})
-	strs := []string{}
-	for _, r := range rows {
-		strs = append(strs, r.s)
-	}
-	return strs
-}
-
 // TestREST publishes the changelog and the state table through the REST
 // catalog and reads them back through it (and through the SQL catalog
 // behind it): the same rows as TestChangelog and TestState read via SQL.
@@ -116,7 +58,7 @@ func TestREST(t *testing.T) {
 	// holds the same.
 	rows := func(id catalog.Ident) []string {
 		t.Helper()
-		got := restScan(t, reader, id)
+		got := scan(t, reader, id)
 		equal(t, id.String()+" via the SQL catalog behind REST", scan(t, srv.Catalog(), id), got...)
 		return got
 	}
@@ -160,24 +102,7 @@ func TestREST(t *testing.T) {
 	equal(t, "changelog after a delta", rows(cl), changes...)
 	equal(t, "state after a delta (as of its base)", rows(st), "I:1:a", "I:2:b", "I:3:c")
 
-	compact := func(base []row, tombstones int64) *manifest.Manifest {
-		f := s.write("base", base)
-		return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
-			at := s.now
-			for _, g := range catalog.ChangeFiles(mt) {
-				m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
-			}
-			if mt.Base != nil && mt.Base.CompactedAt != nil {
-				for _, g := range mt.Base.Files {
-					m.Garbage = append(m.Garbage, manifest.RetiredFile{Path: g.Path, RetiredAt: s.now})
-				}
-			}
-			mt.Base = &manifest.Base{Epoch: m.Epoch, MaxLSN: m.EndLSN, RowCount: int64(len(base)), Tombstones: tombstones, Files: []manifest.File{f},
-				CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
-			mt.Deltas = nil
-		})
-	}
-	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
+	m = s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
 	if _, err := p.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +160,7 @@ func TestREST(t *testing.T) {
 
 	// A state table's replacement whose answer is lost: the retry finds
 	// the new base published and commits nothing.
-	m = compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0},
+	m = s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0},
 		{cdc.OpInsert, 0x307, 7, "v7", 0}, {cdc.OpInsert, 0x308, 8, "v8", 0}, {cdc.OpInsert, 0x309, 9, "v9", 0}, {cdc.OpInsert, 0x30a, 10, "v10", 0}}, 1)
 	before := nsnap(st)
 	srv.LoseNextCommit()
