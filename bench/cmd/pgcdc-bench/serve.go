@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -261,7 +262,8 @@ serve:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &serveClient{h: client, base: base, token: tokens[i%2], id: i}
+			w := &serveClient{base: base, token: tokens[i%2], id: i}
+			w.h = &http.Client{Transport: retryAfter{base: client.Transport, w: w}, Timeout: client.Timeout}
 			local := make([]serveEndpoint, len(eps))
 			for k := range local {
 				local[k] = serveEndpoint{status: map[int]int{}, other: map[string]int{}}
@@ -272,10 +274,10 @@ serve:
 				code, rpcErr, err := w.do(ctx, e)
 				d := time.Since(t0).Seconds()
 				if code == http.StatusTooManyRequests {
-					// serve's Retry-After: the bucket's wait, rounded up
-					// to whole seconds (1 s at these rates).
+					// Wait what serve's Retry-After says (the bucket's
+					// wait in whole seconds), as a well-behaved client does.
 					select {
-					case <-time.After(time.Second):
+					case <-time.After(w.retryAfter):
 					case <-ctx.Done():
 					}
 				}
@@ -464,9 +466,32 @@ func serveTransactions(ctx context.Context, c *pgx.Conn, n int, res *serveResult
 	}
 }
 
+// retryAfter records each answer's Retry-After on its client (one
+// goroutine per client).
+type retryAfter struct {
+	base http.RoundTripper
+	w    *serveClient
+}
+
+func (r retryAfter) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := r.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err == nil {
+		r.w.retryAfter = time.Second // serve always sends one; 1 s if not
+		if n, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && n >= 0 {
+			r.w.retryAfter = time.Duration(n) * time.Second
+		}
+	}
+	return resp, err
+}
+
 // serveClient is one of the load's clients.
 type serveClient struct {
 	h                   *http.Client
+	retryAfter          time.Duration // of the last answer
 	base, token         string
 	id, n               int
 	cursor              string
