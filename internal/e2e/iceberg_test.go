@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/npmtest"
 	"maps"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -635,38 +635,9 @@ func repoRoot(t *testing.T) string {
 }
 
 // ensureIcebird installs icebird (scripts/ensure-icebird.sh) and returns
-// its node_modules directory. Without node or npm the test fails under
-// CI=true and is skipped elsewhere; in -short it is skipped (outside CI).
+// its node_modules directory; without node or npm the test fails under
+// CI=true and is skipped elsewhere (npmtest).
 func ensureIcebird(t *testing.T) string {
 	t.Helper()
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("the Iceberg reader test runs node: not in -short")
-	}
-	mods, msg := installIcebird()
-	if msg != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return mods
+	return npmtest.Ensure(t, "ensure-icebird.sh", "the Iceberg reader test")
 }
-
-// installIcebird runs the setup script once per test binary.
-var installIcebird = sync.OnceValues(func() (mods, failure string) {
-	if _, err := exec.LookPath("node"); err != nil {
-		return "", "icebird: node not found (install Debian's nodejs and npm packages)"
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "ensure-icebird.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Sprintf("ensure-icebird.sh: %v\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), ""
-})

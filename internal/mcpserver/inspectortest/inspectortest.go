@@ -17,15 +17,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/npmtest"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,42 +34,13 @@ import (
 // Timeout bounds one run of the CLI (node's start, the server's, the call).
 const Timeout = 2 * time.Minute
 
-// Ensure installs the inspector and returns its command. Without node or
-// npm the test fails under CI=true and is skipped elsewhere; in -short it
-// is skipped (outside CI), as every call starts node.
+// Ensure installs the inspector (scripts/ensure-mcp-inspector.sh) and
+// returns its command; without node or npm the test fails under CI=true
+// and is skipped elsewhere (npmtest).
 func Ensure(t testing.TB) string {
 	t.Helper()
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("the inspector tests run node: not in -short")
-	}
-	bin, msg := install()
-	if msg != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return bin
+	return npmtest.Ensure(t, "ensure-mcp-inspector.sh", "the MCP inspector")
 }
-
-// install runs the setup script once per test binary.
-var install = sync.OnceValues(func() (bin, failure string) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", "inspectortest: cannot find the repository's scripts directory"
-	}
-	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "ensure-mcp-inspector.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Sprintf("ensure-mcp-inspector.sh: %v\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), ""
-})
 
 // Inspector runs the inspector CLI against one server. It is used by one
 // goroutine at a time (it fails the test through T).
