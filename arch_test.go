@@ -83,12 +83,13 @@ func TestDependencyDirection(t *testing.T) {
 	// The command imports only what it wires: the configuration, the
 	// adapters it builds with an explicit switch, and the libraries it
 	// runs (the daemon for start, capture for the operator actions, the
-	// read path and its refs for query, diff, refs and promote); never the
-	// streaming internals.
+	// read path and its refs for query, diff, refs and promote, serve for
+	// the servers, the catalog publisher); never the streaming internals
+	// nor the read path's transports, which serve builds.
 	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
 		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
-		"internal/query", "internal/refs", "internal/serve", "internal/api", "internal/changefeed", "internal/mcpserver", "internal/metrics", "internal/events",
-		"internal/catalog", "internal/catalog/iceberg"}
+		"internal/query", "internal/readpath", "internal/refs", "internal/serve", "internal/metrics",
+		"internal/catalog", "internal/catalog/iceberg", "internal/profiling"}
 	for _, d := range imports[mod+"cmd/pg-cdc"] {
 		if isStd(d) || d == "github.com/spf13/cobra" {
 			continue

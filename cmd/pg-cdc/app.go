@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -45,44 +43,10 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(logging.NewHandler(h, scrubberFor(cfg)))
 }
 
-// secretEnv are the environment variables whose values are secrets
-// wherever they appear: libpq's password, the AWS secret key and session
-// token (the S3 sink and RDS IAM tokens read them).
-var secretEnv = []string{"PGPASSWORD", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"}
-
-// scrubberFor knows the secrets of cfg and of the environment: the source
-// URL's password (as loaded, and as its ${VAR} references resolve now), its
-// password= and sslpassword= parameters, storage.endpoint's password, and
-// the values of secretEnv.
+// scrubberFor knows the secrets of cfg and of the environment
+// (config.Config.Secrets).
 func scrubberFor(cfg config.Config) *logging.Scrubber {
-	var secrets []string
-	urls := []string{cfg.Source.Postgres.URL, cfg.Storage.Endpoint}
-	if u, err := cfg.Source.Postgres.ResolveURL(os.LookupEnv); err == nil {
-		urls = append(urls, u)
-	}
-	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || raw == "" {
-			continue
-		}
-		if pw, ok := u.User.Password(); ok {
-			secrets = append(secrets, pw)
-		}
-		q := u.Query()
-		secrets = append(secrets, q.Get("password"), q.Get("sslpassword"))
-	}
-	for _, name := range secretEnv {
-		secrets = append(secrets, os.Getenv(name))
-	}
-	for k, v := range cfg.Catalog.Iceberg.Properties {
-		if config.SecretCatalogProperty(k) {
-			secrets = append(secrets, v)
-			if _, secret, ok := strings.Cut(v, ":"); ok && k == "credential" {
-				secrets = append(secrets, secret) // client_id:client_secret
-			}
-		}
-	}
-	return logging.NewScrubber(secrets...)
+	return logging.NewScrubber(cfg.Secrets(os.LookupEnv)...)
 }
 
 // command is the body of a command that works on a capture.
@@ -130,7 +94,7 @@ func newCapture(ctx context.Context, cfg config.Config, log *slog.Logger) (*capt
 		Source: spec, Provider: postgres.Provider(cfg.Source.Postgres.Provider),
 		Slot: cfg.Replication.Slot, Publication: cfg.Replication.Publication,
 		Tables:   capture.Selection{Schemas: cfg.Source.Postgres.Schemas, Include: include, Exclude: cfg.Tables.Exclude, Types: cfg.Types},
-		SinkName: sinkName(cfg), AcceptSingleWriterRisk: cfg.Storage.AcceptSingleWriterRisk,
+		SinkName: cfg.Storage.Name(), AcceptSingleWriterRisk: cfg.Storage.AcceptSingleWriterRisk,
 		StateDir: cfg.State.Path, Workers: cfg.Init.ParallelWorkers, Log: log,
 	}, nil
 }
@@ -154,31 +118,17 @@ func openSink(ctx context.Context, cfg config.Config, onRetry func()) (capture.S
 		s, err := s3.New(ctx, s3.Options{Bucket: st.Bucket, Prefix: st.Prefix, Region: st.Region,
 			Endpoint: st.Endpoint, ForcePathStyle: st.ForcePathStyle, MaxRetries: retries, RequestTimeout: st.RequestTimeout, OnRetry: onRetry})
 		if err != nil {
-			return nil, fmt.Errorf("open S3 sink %s: %w", sinkName(cfg), err)
+			return nil, fmt.Errorf("open S3 sink %s: %w", cfg.Storage.Name(), err)
 		}
 		return s, nil
 	case config.StorageGCS:
 		s, err := gcs.New(ctx, gcs.Options{Bucket: st.Bucket, Prefix: st.Prefix,
 			CredentialsFile: st.CredentialsFile, Endpoint: st.Endpoint, OnRetry: onRetry})
 		if err != nil {
-			return nil, fmt.Errorf("open GCS sink %s: %w", sinkName(cfg), err)
+			return nil, fmt.Errorf("open GCS sink %s: %w", cfg.Storage.Name(), err)
 		}
 		return s, nil
 	default:
 		return nil, cdc.Usage(fmt.Errorf("storage.type %q is not supported", st.Type))
 	}
-}
-
-// sinkName names the sink for messages: the directory, or the object
-// store's URL (s3://bucket/prefix, gs://bucket/prefix).
-func sinkName(cfg config.Config) string {
-	scheme := map[string]string{config.StorageS3: "s3", config.StorageGCS: "gs"}[cfg.Storage.Type]
-	if scheme == "" {
-		return cfg.Storage.Path
-	}
-	u := scheme + "://" + cfg.Storage.Bucket
-	if cfg.Storage.Prefix != "" {
-		u += "/" + cfg.Storage.Prefix
-	}
-	return u
 }

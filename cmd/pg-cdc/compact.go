@@ -14,13 +14,7 @@ func newCompactCmd(app *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compact",
 		Short: "Fold each table's deltas into a new base, then delete files no manifest needs",
-		Long: `compact folds every table's deltas (or those of --table) into a new sorted
-base by design.md §7, commits it with compare-and-swap, and then deletes files
-that compaction retired more than gc.grace_period and history.retention ago
-(and the manifest history older than history.retention). It is safe beside a
-running 'pg-cdc start' and idempotent; a kill at any step leaves the previous
-state authoritative.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 	}
 	cmd.Flags().StringArrayVar(&tables, "table", nil, "compact only this table (schema.table, as the manifest names it); repeatable")
 	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error {

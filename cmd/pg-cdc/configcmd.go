@@ -16,36 +16,24 @@ func newConfigCmd(app *cli) *cobra.Command {
 	printCmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the effective configuration (defaults, file, environment) as YAML, secrets redacted",
-		Long: `print writes the configuration pg-cdc would run with, after the defaults,
-the file, ${VAR} expansion and the PGCDC_* overrides, as a YAML file that
-sets every key: it can be read back with --config. A configuration that
-does not validate is refused (exit 2) with every problem.
-
-Passwords are replaced with xxxxx (the source URL's user info and its
-password= and sslpassword= parameters, storage.endpoint's user info), and
-anything else that looks like a secret or equals a known one is scrubbed as
-in the log. --redacted=false prints the values as loaded, secrets included;
-the audit stream records that it was asked for.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(app.configPath)
 			if err != nil {
 				return err
 			}
-			if !redacted {
-				out, err := cfg.YAML()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "pg-cdc: --redacted=false: the output holds secrets")
-				_, err = cmd.OutOrStdout().Write(out)
-				return err
-			}
 			out, err := cfg.Redacted().YAML()
+			if !redacted {
+				fmt.Fprintln(cmd.ErrOrStderr(), "pg-cdc: --redacted=false: the output holds secrets")
+				out, err = cfg.YAML()
+			}
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprint(cmd.OutOrStdout(), scrubberFor(cfg).Scrub(string(out)))
+			if redacted {
+				out = []byte(scrubberFor(cfg).Scrub(string(out)))
+			}
+			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
 	}

@@ -21,14 +21,10 @@ func newDumpCmd(app *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dump --table schema.table",
 		Short: "Print a table's merged state (base + deltas, design.md §7) from the manifest alone",
-		Long: `dump prints the current state of one table as CSV (with a header) or JSON
-lines, merged from the files the manifest names: no PostgreSQL connection is
-made. --epoch shows the table as of an earlier epoch, as long as compaction
-has not folded that epoch into the base. Output rules: docs/types.md.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&table, "table", "", "the table to print (schema.table, as the manifest names it)")
-	cmd.Flags().StringVar(&format, "format", "csv", "csv or jsonl")
+	formatFlag(cmd, &format, "csv", "jsonl")
 	cmd.Flags().Int64Var(&epoch, "epoch", 0, "print the table as of this epoch (default: the latest)")
 	cmd.Flags().BoolVar(&allowIncomplete, "allow-incomplete", false, "print a table whose snapshot is not complete (part of the table), with a warning, instead of exiting 18")
 	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error {

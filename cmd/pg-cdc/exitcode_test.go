@@ -71,3 +71,20 @@ func TestRunUsage(t *testing.T) {
 		t.Errorf("version: exit %d", code)
 	}
 }
+
+// A --format outside a command's choices is refused as the flags parse.
+func TestFormatChoice(t *testing.T) {
+	for _, args := range [][]string{{"refs", "--format", "xml"}, {"query", "--format", "text", "SELECT 1"}, {"catalog", "status", "--format", "yaml"}} {
+		if code := run(args); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+	var format string
+	c := choice{&format, []string{"text", "json"}}
+	if err := c.Set("json"); err != nil || format != "json" {
+		t.Errorf("Set(json): %v, format %q", err, format)
+	}
+	if err := c.Set("xml"); err == nil || err.Error() != "want text, json" || format != "json" {
+		t.Errorf("Set(xml): %v, format %q", err, format)
+	}
+}

@@ -22,10 +22,11 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/logging"
+	"github.com/pg-cdc/pg-cdc/internal/profiling"
 )
 
 func main() {
-	stopProfiles := startProfiles()
+	stopProfiles := profiling.Start()
 	code := run(os.Args[1:])
 	stopProfiles()
 	os.Exit(code)
@@ -41,8 +42,9 @@ type cli struct {
 	scrub      *logging.Scrubber
 }
 
-func run(args []string) int {
-	app := &cli{args: args, scrub: scrubberFor(config.Config{})}
+// newRoot is the command tree, every command's usage errors marked and
+// its long help set.
+func newRoot(app *cli) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "pg-cdc",
 		Short:         "Stream PostgreSQL changes into Parquet files with a manifest",
@@ -69,6 +71,13 @@ func run(args []string) int {
 		newConfigCmd(app), newVersionCmd(),
 	)
 	usageArgs(root)
+	setHelp(root)
+	return root
+}
+
+func run(args []string) int {
+	app := &cli{args: args, scrub: scrubberFor(config.Config{})}
+	root := newRoot(app)
 	root.SetArgs(args)
 	started := false
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {

@@ -19,15 +19,7 @@ func newPromoteCmd(app *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "promote [--from staging] [--to main] [--dry-run] [--force]",
 		Short: "Move a branch (main) to a point (staging), after showing what its readers would see change",
-		Long: `Compare the branch --to with the point --from (a branch, a tag raw@<time>,
-epoch:N or a version number), print the per-table diff and a verdict —
-no_change, safe (rows only), schema_change (additive: a table or column
-added, an integer widened) or breaking (a table or column dropped or
-renamed, a type changed otherwise, a primary key changed) — and move the
-branch, unless --dry-run. A breaking promotion is refused without --force.
-With promotion.mode manual, main moves only this way; it may also move back,
-to an older tag.`,
-		Args: cobra.NoArgs,
+		Args:  cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&from, "from", refs.Staging, "the point to promote")
 	cmd.Flags().StringVar(&to, "to", refs.Main, "the branch to move")
@@ -39,13 +31,7 @@ to an older tag.`,
 			return err
 		}
 		w := cmd.OutOrStdout()
-		current := to + ": does not exist yet"
-		if p.ToAt != nil {
-			current = describe(*p.ToAt)
-		}
-		fmt.Fprintf(w, "promote %s\nto      %s\n\n", describe(p.FromAt), current)
-		writeChanges(w, p.Changes)
-		fmt.Fprintf(w, "\nverdict: %s\n", p.Verdict)
+		p.WriteText(w)
 		if dryRun {
 			fmt.Fprintf(w, "dry run: %s not moved\n", to)
 			return nil

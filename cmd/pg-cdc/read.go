@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pg-cdc/pg-cdc/internal/capture"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/query"
 )
@@ -35,6 +33,31 @@ func (app *cli) onServer(fn readCommand) func(*cobra.Command, []string) error {
 }
 
 func (app *cli) readerCommand(server bool, fn readCommand) func(*cobra.Command, []string) error {
+	return app.onSink(func(ctx context.Context, cfg config.Config, sink capture.Sink, cmd *cobra.Command) error {
+		q := cfg.Query
+		opts := query.ReaderOptions{
+			Sink: sink, CacheDir: filepath.Join(cfg.State.Path, "cache"), CacheBytes: q.CacheBytes,
+			TempDir: filepath.Join(cfg.State.Path, "query"),
+			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
+				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
+			PrivateCacheIn: cfg.State.Path, Log: newLogger(cfg, cmd.ErrOrStderr()),
+		}
+		if server {
+			opts.Grace = cfg.Serve.VersionGrace
+		}
+		r, err := query.NewReader(opts)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		return fn(ctx, r, cfg, cmd)
+	})
+}
+
+// onSink is the RunE of a command on the sink alone (the read path, the
+// catalog): the configuration, the sink opened, and a context that SIGINT
+// and SIGTERM cancel.
+func (app *cli) onSink(fn func(ctx context.Context, cfg config.Config, sink capture.Sink, cmd *cobra.Command) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(app.configPath)
 		if err != nil {
@@ -46,36 +69,6 @@ func (app *cli) readerCommand(server bool, fn readCommand) func(*cobra.Command, 
 		if err != nil {
 			return err
 		}
-		q := cfg.Query
-		log := newLogger(cfg, cmd.ErrOrStderr())
-		opts := query.ReaderOptions{
-			Sink: sink, CacheDir: filepath.Join(cfg.State.Path, "cache"), CacheBytes: q.CacheBytes,
-			TempDir: filepath.Join(cfg.State.Path, "query"),
-			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
-				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
-			Log: log,
-		}
-		if server {
-			opts.Grace = cfg.Serve.VersionGrace
-		}
-		r, err := query.NewReader(opts)
-		if errors.Is(err, query.ErrCacheInUse) {
-			// Another query (or a server) holds the shared cache of an
-			// object-store sink: this run gets a private one, removed when
-			// it ends, rather than failing a second terminal's query.
-			private, perr := os.MkdirTemp(cfg.State.Path, "cache-run-")
-			if perr != nil {
-				return fmt.Errorf("%w; and a private cache: %w", err, perr)
-			}
-			defer os.RemoveAll(private)
-			log.Debug("the shared file cache is in use; this run uses a private one", "dir", private)
-			opts.CacheDir = private
-			r, err = query.NewReader(opts)
-		}
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		return fn(ctx, r, cfg, cmd)
+		return fn(ctx, cfg, sink, cmd)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,25 +59,7 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 		PromotionMode: cfg.Promotion.Mode, ReconcileInterval: cfg.Schema.ReconcileInterval, HeartbeatInterval: cfg.Replication.HeartbeatInterval,
 		MaxRetainedWAL: cfg.Guardrail.MaxRetainedWALBytes,
 		Listen:         cfg.Metrics.Listen, LivenessTimeout: cfg.Metrics.LivenessTimeout, ReadinessMaxLag: cfg.Metrics.ReadinessMaxLag,
-		RunID: app.runID, User: audit.CurrentUser(), Version: version, Args: args, Settings: settings(cfg, app.scrub.Scrub),
+		RunID: app.runID, User: audit.CurrentUser(), Version: version, Args: args, Settings: cfg.RunSettings(app.scrub.Scrub),
 		Scrub: app.scrub.Scrub, ExitCode: exitCode, Audit: app.audit.Event, Log: c.Log,
 	}
-}
-
-// settings is the redacted configuration for run.json: key to value,
-// durations in their configuration form, strings scrubbed.
-func settings(cfg config.Config, scrub func(string) string) map[string]any {
-	all := cfg.Redacted().Settings()
-	out := make(map[string]any, len(all))
-	for _, s := range all {
-		switch v := s.Value.(type) {
-		case time.Duration:
-			out[s.Key] = config.FormatDuration(v)
-		case string:
-			out[s.Key] = scrub(v)
-		default:
-			out[s.Key] = v
-		}
-	}
-	return out
 }

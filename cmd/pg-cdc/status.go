@@ -34,10 +34,10 @@ func newStatusCmd(app *cli) *cobra.Command {
 			p, closeCat, err := openPublisher(cfg, c.Log)
 			if err == nil {
 				defer closeCat()
-				var tables []catalog.TableStatus
-				tables, err = p.Inspect(ctx, s.Manifest)
+				var rep catalog.Report
+				rep, err = p.Drift(ctx, s.Manifest)
 				fmt.Fprintln(w, "\ncatalog (Iceberg):")
-				writeCatalogTables(w, s.Manifest.Version, tables, true)
+				rep.WriteText(w)
 			}
 			if err != nil {
 				fmt.Fprintf(w, "catalog: %v\n", err)

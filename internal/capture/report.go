@@ -4,12 +4,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/compact"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
+
+// WriteText says what init did: nothing (already initialized), what an
+// interrupted init left, or the snapshot it took into sink.
+func (r *InitResult) WriteText(out io.Writer, slot, sink string) {
+	switch {
+	case r.Already != nil:
+		m := r.Already
+		fmt.Fprintf(out, "already initialized: %d tables, epoch %d, end LSN %s (manifest %s in %s); nothing changed\n",
+			len(m.Tables), m.Epoch, m.EndLSN, manifest.Key, sink)
+	case r.Resumed != nil:
+		r.Resumed.WriteText(out, slot)
+	default:
+		fmt.Fprintf(out, "initialized: %d tables, %d rows snapshotted at LSN %s into %s; run 'pg-cdc start' to stream\n",
+			r.Snapshot.Tables, r.Snapshot.Rows, r.Snapshot.LSN, sink)
+	}
+}
+
+// WriteText says what a rebuild did and what comes next; grace is
+// gc.grace_period, after which the old generation's files go.
+func (r *RebuildResult) WriteText(out io.Writer, grace time.Duration) {
+	fmt.Fprintf(out, "rebuilt: slot %q was %s; %d tables, %d rows in %d files copied at LSN %s into generation %s and validated (row counts, %d rows compared with the source); manifest epoch %d; %d files of the previous generations wait for gc (gc.grace_period %s); took %s\n",
+		r.Slot, r.SlotWas, r.Tables, r.Rows, r.Files, r.LSN, r.Generation, r.Sampled, r.Epoch, r.Retired, grace, r.Took.Round(time.Millisecond))
+	if len(r.Uncompared) > 0 {
+		fmt.Fprintf(out, "not compared with the source (truncated or rewritten after the snapshot; the stream applies it): %s\n", strings.Join(r.Uncompared, ", "))
+	}
+	if id := r.NewUpstream; id != nil {
+		fmt.Fprintf(out, "the manifest's upstream is now system %s timeline %d database %q\n", id.SystemIdentifier, id.Timeline, id.Database)
+	}
+	fmt.Fprintln(out, "run 'pg-cdc start' to stream from the new slot")
+}
 
 // WriteText says what an interrupted init finished and what is left.
 func (r *Resume) WriteText(out io.Writer, slot string) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"github.com/pg-cdc/pg-cdc/internal/refs"
 )
 
@@ -26,6 +28,18 @@ type Promotion struct {
 	ToAt    *At
 	Verdict refs.Verdict
 	Changes []refs.TableChange
+}
+
+// WriteText writes the plan: the point, where the branch is now, the
+// per-table changes and the verdict.
+func (p *Promotion) WriteText(w io.Writer) {
+	current := p.To + ": does not exist yet"
+	if p.ToAt != nil {
+		current = p.ToAt.Describe()
+	}
+	fmt.Fprintf(w, "promote %s\nto      %s\n\n", p.FromAt.Describe(), current)
+	readpath.WriteChanges(w, p.Changes)
+	fmt.Fprintf(w, "\nverdict: %s\n", p.Verdict)
 }
 
 // PlanPromotion judges moving the branch to to the point from: the

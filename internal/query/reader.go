@@ -50,7 +50,12 @@ type ReaderOptions struct {
 	// each new engine would put a build in front of nearly every request.
 	// The answer names the version it read, which is whole either way.
 	Grace time.Duration
-	Log   *slog.Logger
+	// PrivateCacheIn, when set, is where a private cache is made when
+	// another process (or Reader) holds CacheDir: a second terminal's query
+	// on an object-store sink beside a server gets its own copies, removed
+	// at Close, rather than failing with ErrCacheInUse.
+	PrivateCacheIn string
+	Log            *slog.Logger
 }
 
 // ErrPoint is the class of an error for a point that names nothing
@@ -77,6 +82,7 @@ const DefaultEngines = 4
 type Reader struct {
 	o       ReaderOptions
 	files   blobcache.Source
+	private string // the private cache directory made for this Reader (PrivateCacheIn), removed at Close
 	history *manifest.History
 
 	// warm owns the background builds of Grace; Close cancels and waits.
@@ -132,10 +138,22 @@ func NewReader(o ReaderOptions) (*Reader, error) {
 		o.Engines = DefaultEngines
 	}
 	files, err := blobcache.Open(o.Sink, blobcache.Options{Dir: o.CacheDir, MaxBytes: o.CacheBytes, Log: o.Log})
+	private := ""
+	if errors.Is(err, ErrCacheInUse) && o.PrivateCacheIn != "" {
+		var perr error
+		if private, perr = os.MkdirTemp(o.PrivateCacheIn, "cache-run-"); perr != nil {
+			return nil, fmt.Errorf("read path: %w; and a private cache: %w", err, perr)
+		}
+		o.Log.Debug("the shared file cache is in use; this reader uses a private one", "dir", private)
+		files, err = blobcache.Open(o.Sink, blobcache.Options{Dir: private, MaxBytes: o.CacheBytes, Log: o.Log})
+	}
 	if err != nil {
+		if private != "" {
+			os.RemoveAll(private)
+		}
 		return nil, fmt.Errorf("read path: %w", err)
 	}
-	r := &Reader{o: o, files: files, history: manifest.NewHistory(o.Sink), engines: map[string]*list.Element{}, lru: list.New()}
+	r := &Reader{o: o, files: files, private: private, history: manifest.NewHistory(o.Sink), engines: map[string]*list.Element{}, lru: list.New()}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -161,7 +179,11 @@ func (r *Reader) Close() error {
 			en.release()
 		}
 	}
-	return errors.Join(append(errs, r.files.Close())...)
+	errs = append(errs, r.files.Close())
+	if r.private != "" {
+		errs = append(errs, os.RemoveAll(r.private))
+	}
+	return errors.Join(errs...)
 }
 
 // At is a point of the sink's history, resolved (readpath.At).

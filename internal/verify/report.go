@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -24,6 +25,17 @@ func (rep *Report) Err() error {
 	return &cdc.Error{Class: cdc.ErrDifferences,
 		Msg:  fmt.Sprintf("%d of %d tables differ: %s", len(names), len(rep.Tables), strings.Join(names, ", ")),
 		Hint: "the report lists the differing key ranges; see docs/operations.md#verify for what to do"}
+}
+
+// Write writes rep as text, or as JSON when format is "json".
+func (rep *Report) Write(out io.Writer, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.WriteText(out)
+	return nil
 }
 
 // WriteText writes the human-readable report.

@@ -17,7 +17,7 @@ type profile struct {
 }
 
 // profileDrain drains one more slot with pg-cdc's profiling variables set
-// (cmd/pg-cdc/profile.go); the run is not counted with the others, since
+// (internal/profiling); the run is not counted with the others, since
 // profiling slows it a little.
 func (h *harness) profileDrain(ctx context.Context, r pgcdcRun, rows int) (*profile, error) {
 	cpu, mem := filepath.Join(r.dir, "cpu.pprof"), filepath.Join(r.dir, "mem.pprof")

@@ -476,7 +476,7 @@ func (r *report) renderProfile(p func(string, ...any)) {
 		return
 	}
 	p("## Profile of pg-cdc draining W1\n\n")
-	p("One extra W1 drain with `PG_CDC_CPUPROFILE` and `PG_CDC_MEMPROFILE` set (cmd/pg-cdc/profile.go), not counted above: %.2f s, %s rows/s, CPU %.2f s.\n\n",
+	p("One extra W1 drain with `PG_CDC_CPUPROFILE` and `PG_CDC_MEMPROFILE` set (internal/profiling), not counted above: %.2f s, %s rows/s, CPU %.2f s.\n\n",
 		prof.run.usage.Wall.Seconds(), rate(float64(prof.run.rows)/prof.run.usage.Wall.Seconds()), prof.run.usage.CPU.Seconds())
 	p("CPU (`go tool pprof -top`):\n\n```\n%s\n```\n\n", prof.cpuTop)
 	if prof.memTop != "" {

@@ -1,4 +1,7 @@
-package main
+// Package profiling writes the CPU and allocation profiles of a whole run,
+// for the benchmarks (bench/cmd/pgcdc-bench), when the environment asks
+// for them.
+package profiling
 
 import (
 	"fmt"
@@ -7,7 +10,7 @@ import (
 	"runtime/pprof"
 )
 
-// Profiling for benchmarks (bench/cmd/pgcdc-bench), deliberately outside
+// Start profiles the run for benchmarks (bench/cmd/pgcdc-bench), deliberately outside
 // the PGCDC_ namespace, whose unknown variables are configuration errors:
 //
 //	PG_CDC_CPUPROFILE=file   CPU profile of the whole run, written at exit
@@ -15,7 +18,7 @@ import (
 //
 // Not a user-facing feature: a failure to profile is reported on stderr and
 // never changes the exit code.
-func startProfiles() (stop func()) {
+func Start() (stop func()) {
 	cpuPath, memPath := os.Getenv("PG_CDC_CPUPROFILE"), os.Getenv("PG_CDC_MEMPROFILE")
 	var cpu *os.File
 	if cpuPath != "" {
