@@ -34,23 +34,11 @@ func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, fun
 		return nil, func() error { return nil }, nil
 	}
 	ic := cfg.Catalog.Iceberg
-	var (
-		ad       catalog.Catalog
-		closeCat func() error
-		err      error
-	)
-	switch ic.Type {
-	case config.IcebergREST:
-		// Opened at first use and again after a failed open: a REST
-		// catalog that is down must not stop start (the publisher retries).
-		ad, closeCat, err = openIcebergREST(ic.URI, cfg.Storage.Path, ic.Properties)
-	default:
-		uri := ic.URI
-		if uri == "" {
-			uri = filepath.Join(cfg.State.Path, "iceberg-catalog.db")
-		}
-		ad, closeCat, err = openIcebergSQL(uri, cfg.Storage.Path)
+	uri := ic.URI
+	if uri == "" && ic.Type == config.IcebergSQL {
+		uri = filepath.Join(cfg.State.Path, "iceberg-catalog.db")
 	}
+	ad, closeCat, err := openIceberg(ic.Type, uri, cfg.Storage.Path, ic.Properties)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,17 +9,10 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/catalog/iceberg"
 )
 
-// openIcebergSQL opens the embedded SQL catalog (iceberg-go, SQLite).
-func openIcebergSQL(path, root string) (catalog.Catalog, func() error, error) {
-	return iceberg.OpenSQL(path, root)
-}
-
-// openIcebergREST returns a REST catalog opened at its first use.
-func openIcebergREST(uri, root string, props map[string]string) (catalog.Catalog, func() error, error) {
-	l := iceberg.NewLazy(func(ctx context.Context) (*iceberg.Adapter, func() error, error) {
-		return iceberg.OpenREST(ctx, uri, root, props)
-	})
-	return l, l.Close, nil
+// openIceberg opens the catalog.iceberg.type catalog (iceberg-go) over the
+// filesystem sink at warehouse.
+func openIceberg(kind, uri, warehouse string, props map[string]string) (catalog.Catalog, func() error, error) {
+	return iceberg.Open(iceberg.OpenOptions{Kind: kind, URI: uri, Warehouse: warehouse, Properties: props})
 }
 
 // tombstones reads the positions of a filesystem sink file's tombstones.

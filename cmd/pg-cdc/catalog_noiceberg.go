@@ -10,14 +10,10 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
-// openIcebergSQL refuses: this binary was built without iceberg-go (-tags
+// openIceberg refuses: this binary was built without iceberg-go (-tags
 // noiceberg, as make demo builds it, or the static streaming-only -tags
 // nodb): iceberg-go, arrow-go and SQLite more than double a cold build.
-func openIcebergSQL(path, root string) (catalog.Catalog, func() error, error) {
-	return nil, nil, errNoIceberg
-}
-
-func openIcebergREST(uri, root string, props map[string]string) (catalog.Catalog, func() error, error) {
+func openIceberg(kind, uri, warehouse string, props map[string]string) (catalog.Catalog, func() error, error) {
 	return nil, nil, errNoIceberg
 }
 
