@@ -232,9 +232,15 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 	}
 	tx := tbl.NewTransaction()
 	props := iceberg.Properties(c.Summary)
-	if len(remove) == 0 {
+	bare, err := a.bareFiles(tbl, c.Add)
+	switch {
+	case err != nil:
+		return err
+	case bare != nil:
+		err = a.commitBare(ctx, tx, tbl, bare, remove, props)
+	case len(remove) == 0:
 		err = tx.AddFiles(ctx, add, props, false)
-	} else {
+	default:
 		err = tx.ReplaceDataFiles(ctx, remove, add, props)
 	}
 	if err != nil {
@@ -242,6 +248,87 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 	}
 	_, err = tx.Commit(ctx)
 	return err
+}
+
+// bareFiles are files as Iceberg data files with their row count and size
+// only, when one of them holds a column tbl's current schema lacks (nil
+// otherwise): a file written before a DROP COLUMN and published after it
+// (the publisher was behind, or the file was folded first). iceberg-go
+// registers a file from its footer's column statistics, and refuses a
+// field id the schema lacks; such a commit goes without statistics (a
+// reader prunes none of its files, and reads them all correctly, the
+// dropped column unprojected). Only a filesystem sink's files are read
+// here; another warehouse's are registered from their footers.
+func (a *Adapter) bareFiles(tbl *table.Table, files []manifest.File) ([]iceberg.DataFile, error) {
+	root, ok := strings.CutPrefix(a.warehouse, "file://")
+	if !ok {
+		return nil, nil
+	}
+	known := map[int]bool{}
+	for _, f := range tbl.Schema().Fields() {
+		known[f.ID] = true
+	}
+	type footer struct {
+		rows, size int64
+	}
+	footers := make([]footer, len(files))
+	lacking := false
+	for i, mf := range files {
+		path := filepath.Join(root, filepath.FromSlash(mf.Path))
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("register %s: %w", mf.Path, err)
+		}
+		st, err := f.Stat()
+		if err == nil {
+			var pf *parquet.File
+			if pf, err = parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)); err == nil {
+				footers[i] = footer{pf.NumRows(), st.Size()}
+				for _, fld := range pf.Schema().Fields() {
+					lacking = lacking || !known[fld.ID()]
+				}
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("register %s: %w", mf.Path, err)
+		}
+	}
+	if !lacking {
+		return nil, nil
+	}
+	out := make([]iceberg.DataFile, len(files))
+	for i, mf := range files {
+		b, err := iceberg.NewDataFileBuilder(tbl.Spec(), iceberg.EntryContentData, a.Location(mf.Path), iceberg.ParquetFile, nil, nil, nil, footers[i].rows, footers[i].size)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b.Build()
+	}
+	return out, nil
+}
+
+// commitBare adds files (bareFiles) and removes the data files at remove,
+// as one snapshot.
+func (a *Adapter) commitBare(ctx context.Context, tx *table.Transaction, tbl *table.Table, files []iceberg.DataFile, remove []string, props iceberg.Properties) error {
+	if len(remove) == 0 {
+		return tx.NewRowDelta(props).AddRows(files...).Commit(ctx)
+	}
+	data, _, err := a.entries(ctx, tbl)
+	if err != nil {
+		return err
+	}
+	gone := make(map[string]bool, len(remove))
+	for _, r := range remove {
+		gone[r] = true
+	}
+	var old []iceberg.DataFile
+	for _, d := range data {
+		if gone[d.FilePath()] {
+			old = append(old, d)
+		}
+	}
+	return tx.ReplaceFiles(ctx, old, files, nil, props)
 }
 
 // Expire removes snapshots older than maxAge, keeping the keep newest, and
