@@ -37,7 +37,8 @@ var iceMeta = []iceCol{{"__op", "str"}, {"__lsn", "int"}, {"__seq", "int"}, {"__
 // TestIcebergChangelog publishes a table's changelog to the embedded SQL
 // catalog (catalog.type iceberg: init, start, catalog sync) while a
 // workload inserts, updates (the key too, and leaving a TOASTed value
-// alone), deletes, truncates, adds a column and renames one, with a
+// alone), deletes, truncates, adds a column, renames one, widens one
+// (integer to bigint) and drops one, with a
 // compaction in the middle that folds deltas the publisher has not
 // published yet (a daemon without the catalog stands for an outage); then
 // reads the table with icebird, an Iceberg reader independent of
@@ -56,7 +57,7 @@ func TestIcebergChangelog(t *testing.T) {
 	e := newEnv(t, envOptions{extraYAML: catalogYAML})
 	s := e.startSampler()
 	const table = "public.ice"
-	e.exec(`CREATE TABLE ice (id int PRIMARY KEY, big bigint, label text, doc text, amount numeric(12,3), at timestamptz, flag boolean);
+	e.exec(`CREATE TABLE ice (id int PRIMARY KEY, big bigint, label text, doc text, amount numeric(12,3), at timestamptz, flag boolean, qty integer, gone text);
 		ALTER TABLE ice ALTER doc SET STORAGE EXTERNAL`)
 	insert := func(from, to int) {
 		e.exec(fmt.Sprintf(`INSERT INTO ice SELECT g, CASE WHEN g %% 4 <> 0 THEN g::bigint * 10000000000 END,
@@ -73,6 +74,7 @@ func TestIcebergChangelog(t *testing.T) {
 	e.exec(`UPDATE ice SET label = 'updated ' || id, amount = amount + 1 WHERE id % 7 = 0`)
 	e.exec(`UPDATE ice SET flag = NOT flag, big = NULL WHERE id BETWEEN 10 AND 14`) // doc, TOASTed, unchanged
 	e.exec(`DELETE FROM ice WHERE id IN (3, 33, 44)`)
+	e.exec(`UPDATE ice SET qty = id * 1000, gone = 'g' || id WHERE id % 4 = 1`)
 	e.waitCaughtUp(60 * time.Second)
 	d.stop()
 
@@ -109,6 +111,10 @@ func TestIcebergChangelog(t *testing.T) {
 	e.exec(`INSERT INTO ice (id, label, extra) VALUES (70, 'after add', 'seventy')`)
 	e.exec(`ALTER TABLE ice RENAME COLUMN label TO title`)
 	e.exec(`UPDATE ice SET title = 'renamed ' || id WHERE id % 3 = 1`)
+	e.exec(`ALTER TABLE ice ALTER qty TYPE bigint`) // widened: earlier files hold int32
+	e.exec(`UPDATE ice SET qty = 5000000000 + id WHERE id % 5 = 2`)
+	e.exec(`ALTER TABLE ice DROP COLUMN gone`)
+	e.exec(`UPDATE ice SET extra = 'after drop' WHERE id = 4`)
 	e.waitCaughtUp(60 * time.Second)
 	beforeTruncate := iceSourceRows(t, e)
 	e.exec(`TRUNCATE ice`)
@@ -179,6 +185,19 @@ func TestIcebergChangelog(t *testing.T) {
 	}
 	if first := mt.SchemaAt(0); first == nil || fieldID(first.Columns, "label") != ids["title"] {
 		t.Errorf("the renamed column title has field id %d, label had %v", ids["title"], first)
+	}
+	// The widened column keeps its field id and is a long now; the dropped
+	// one is gone.
+	if first := mt.SchemaAt(0); first == nil || ids["qty"] == 0 || fieldID(first.Columns, "qty") != ids["qty"] {
+		t.Errorf("the widened column qty has field id %d, before it was widened %v", ids["qty"], first)
+	}
+	for _, f := range ib.Schema {
+		if f.Name == "qty" && f.Type != "long" {
+			t.Errorf("the widened column qty is %v in the Iceberg schema, want long", f.Type)
+		}
+		if f.Name == "gone" {
+			t.Error("the dropped column gone is still in the Iceberg schema")
+		}
 	}
 
 	// (a) icebird's rows are the change rows as written, value by value.
@@ -313,7 +332,7 @@ func fieldID(cols []manifest.Column, name string) int {
 // tableCols are the test table's columns in the current schema: the names
 // the Iceberg table and the source use now.
 var tableCols = []iceCol{{"id", "int"}, {"big", "int"}, {"title", "str"}, {"doc", "str"}, {"amount", "dec3"},
-	{"at", "ts"}, {"flag", "bool"}, {"extra", "str"}}
+	{"at", "ts"}, {"flag", "bool"}, {"qty", "int"}, {"extra", "str"}}
 
 // sinkChangeRows reads every file with DuckDB and returns the columns
 // compared (the metadata columns, then the table's under their current
@@ -549,7 +568,7 @@ func iceSourceRows(t *testing.T, e *env) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := e.conn.Query(ctx, `SELECT id::text, big::text, title, doc, amount::text,
-		(extract(epoch FROM at) * 1000000)::bigint::text, flag::text, extra FROM ice ORDER BY ice.id`)
+		(extract(epoch FROM at) * 1000000)::bigint::text, flag::text, qty::text, extra FROM ice ORDER BY ice.id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,6 +618,7 @@ type icebirdRead struct {
 	Schema []struct {
 		ID   int    `json:"id"`
 		Name string `json:"name"`
+		Type any    `json:"type"` // a primitive's name, or a nested type's object
 	} `json:"schema"`
 	Rows             []map[string]any `json:"rows"`
 	InflateFallbacks int              `json:"inflate_fallbacks"`
