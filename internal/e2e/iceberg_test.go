@@ -48,8 +48,9 @@ var iceMeta = []iceCol{{"__op", "str"}, {"__lsn", "int"}, {"__seq", "int"}, {"__
 // base and every delta, the folded ones included), read by DuckDB, value
 // by value; replaying them must give the source table, now and as it was
 // just before the TRUNCATE; the Iceberg schema must carry the manifest's
-// field ids (the added column's, the renamed one's); and the slot is never
-// confirmed past the manifest.
+// field ids (the added column's, the renamed one's); after a last
+// compaction the state table, read by icebird, must be the source; and
+// the slot is never confirmed past the manifest.
 func TestIcebergChangelog(t *testing.T) {
 	waitBound(t)
 	mods := ensureIcebird(t)
@@ -94,6 +95,8 @@ func TestIcebergChangelog(t *testing.T) {
 		t.Fatalf("the changelog is not behind before the compaction: %+v", st.Drift)
 	}
 	folded := changeFiles(e.manifest(), table)
+	written := map[string]int{} // change file → the schema version it was written with, kept across compactions
+	fileVersions(e.manifest(), table, written)
 
 	// A compaction mid-way, beside the daemon: the files it folds stay in
 	// the changelog (history.retention's default is a week), the ones
@@ -125,6 +128,12 @@ func TestIcebergChangelog(t *testing.T) {
 	e.waitCaughtUp(60 * time.Second)
 	d.stop()
 	s.check()
+
+	// A last compaction, so the state table (copy-on-write: replaced at
+	// each compaction) holds the source as it is now.
+	fileVersions(e.manifest(), table, written)
+	folded = append(folded, changeFiles(e.manifest(), table)...)
+	runTimed(t, e, 2*time.Minute, "compact")
 
 	runTimed(t, e, time.Minute, "catalog", "sync")
 	status := catalogStatus(t, e)
@@ -158,7 +167,8 @@ func TestIcebergChangelog(t *testing.T) {
 		t.Errorf("the changelog has %d files, want %d (the change files, the folded ones included)", st.Files, len(files))
 	}
 
-	cols, want := sinkChangeRows(t, e, mt, files)
+	fileVersions(m, table, written)
+	cols, want := sinkChangeRows(t, e, mt, files, written)
 	ib := readIcebird(t, mods, st.Metadata)
 
 	// (c) The Iceberg schema is the manifest's, field ids included: the
@@ -263,6 +273,32 @@ func TestIcebergChangelog(t *testing.T) {
 				len(replayed), c.what, len(c.want), strings.Join(replayed, "\n     "), strings.Join(c.want, "\n     "))
 		}
 	}
+
+	// (d) The state table, read by icebird with its position deletes
+	// applied (the compacted base's tombstones masked), is the source.
+	var state catalog.TableStatus
+	for _, ts := range status.Tables {
+		if ts.Kind == catalog.KindState {
+			state = ts
+		}
+	}
+	if state.Metadata == "" {
+		t.Fatalf("catalog status lists no state table with a metadata location: %+v", status.Tables)
+	}
+	var stateRows []string
+	for _, r := range readIcebird(t, mods, state.Metadata).Rows {
+		if r["__op"] == "D" {
+			t.Errorf("the state table shows a tombstone: %v", r)
+		}
+		stateRows = append(stateRows, canonRow(tableCols, func(c iceCol) any { return r[c.name] }))
+	}
+	slices.Sort(stateRows)
+	source := iceSourceRows(t, e)
+	slices.Sort(source)
+	if !slices.Equal(stateRows, source) {
+		t.Errorf("the state table (%d rows, icebird) differs from the source (%d rows):\n got %s\nwant %s",
+			len(stateRows), len(source), strings.Join(stateRows, "\n     "), strings.Join(source, "\n     "))
+	}
 	s.check()
 }
 
@@ -279,6 +315,23 @@ func changeFiles(m *manifest.Manifest, table string) []manifest.File {
 		out = append(out, d.Files...)
 	}
 	return out
+}
+
+// fileVersions records in into the schema version each change file of
+// table in m was written with (a compaction folds them out of the
+// manifest, so a test records them before).
+func fileVersions(m *manifest.Manifest, table string, into map[string]int) {
+	mt := m.Tables[table]
+	if b := mt.Base; b != nil && b.CompactedAt == nil {
+		for _, f := range b.Files {
+			into[f.Path] = b.SchemaVersion
+		}
+	}
+	for _, d := range mt.Deltas {
+		for _, f := range d.Files {
+			into[f.Path] = d.SchemaVersion
+		}
+	}
 }
 
 // catalogStatus is pg-cdc catalog status --format json.
@@ -339,27 +392,16 @@ var tableCols = []iceCol{{"id", "int"}, {"big", "int"}, {"title", "str"}, {"doc"
 // names) and each row in canonical form. A file's columns are mapped to
 // the current names by field id, through the schema version the manifest
 // says it was written with.
-func sinkChangeRows(t *testing.T, e *env, mt *manifest.Table, files map[string]manifest.File) ([]iceCol, []string) {
+func sinkChangeRows(t *testing.T, e *env, mt *manifest.Table, files map[string]manifest.File, version map[string]int) ([]iceCol, []string) {
 	t.Helper()
 	cols := append(slices.Clone(iceMeta), tableCols...)
 	nameOf := map[int]string{} // field id → current name
 	for _, c := range mt.CurrentSchema().Columns {
 		nameOf[c.FieldID] = c.Name
 	}
-	version := map[string]int{} // file → the schema version it was written with
-	if b := mt.Base; b != nil {
-		for _, f := range b.Files {
-			version[f.Path] = b.SchemaVersion
-		}
-	}
-	for _, d := range mt.Deltas {
-		for _, f := range d.Files {
-			version[f.Path] = d.SchemaVersion
-		}
-	}
 	var rows []string
 	for _, path := range slices.Sorted(maps.Keys(files)) {
-		sv := mt.SchemaAt(version[path]) // folded files: 0, the snapshot base's (theirs were all written before the first ALTER)
+		sv := mt.SchemaAt(version[path])
 		rename := map[string]string{}    // name in the file → current name
 		for _, c := range sv.Columns {
 			rename[c.Name] = nameOf[c.FieldID]
