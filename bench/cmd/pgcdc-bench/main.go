@@ -91,6 +91,9 @@ type options struct {
 	serveMaxConcurrent int
 	// serveRate is serve.rate_limit per principal (burst twice that).
 	serveRate int
+	// catalogRows and catalogVersions size the catalog publisher's cost
+	// (catalog.go): the drained backlog, the versions published in process.
+	catalogRows, catalogVersions int
 }
 
 func main() {
@@ -130,8 +133,10 @@ func main() {
 	flag.DurationVar(&o.serveCompaction, "serve-compaction", 20*time.Second, "compaction.interval of pg-cdc start during the serve-under-load section")
 	flag.IntVar(&o.serveRate, "serve-rate", 6, "serve.rate_limit per principal of the serve-under-load section (rate_burst twice it): two principals at 6/s stay below what 2 cores answer of this mix, so overload is told with 429, not queued into 503")
 	flag.IntVar(&o.serveMaxConcurrent, "serve-max-concurrent", 4, "serve.max_concurrent of the serve-under-load section (pg-cdc's default: 4)")
+	flag.IntVar(&o.catalogRows, "catalog-rows", 500_000, "rows of the backlog drained with and without the catalog publisher (issue 17)")
+	flag.IntVar(&o.catalogVersions, "catalog-versions", 360, "manifest versions the catalog publisher publishes in process (issue 17)")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve (default all)")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve,catalog (default all)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -150,7 +155,7 @@ func main() {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
 	}
-	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 || o.serveRate < 1 {
+	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 || o.serveRate < 1 || o.catalogRows < o.txnRows || o.catalogVersions < 2 {
 		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1; --serve-rows ≥ 1000, --serve-clients ≥ 1")
 		os.Exit(2)
 	}

@@ -28,6 +28,7 @@ type report struct {
 	lag               *lagResult
 	read              *readResult
 	serve             *serveResult
+	catalog           *catalogResult
 }
 
 // Targets of issue 3.
@@ -89,6 +90,7 @@ func (r *report) render(b *bytes.Buffer) {
 	r.renderLag(p)
 	r.renderRead(p)
 	r.renderServe(p)
+	r.renderCatalog(p)
 	var missing []string
 	if !r.hasDrain("w6") {
 		missing = append(missing, "- **pgbench TPC-B mix (W6)**: not in this run (`--only w6` measures it; it needs pgbench).\n")

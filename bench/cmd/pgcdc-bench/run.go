@@ -174,6 +174,13 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		h.rep.serve = res
 	}
+	if h.selected("catalog") {
+		res, err := h.catalogCost(ctx)
+		if err != nil {
+			return fmt.Errorf("catalog publisher: %w", err)
+		}
+		h.rep.catalog = res
+	}
 	h.rep.finished = time.Now()
 	return h.rep.write(o.out)
 }
