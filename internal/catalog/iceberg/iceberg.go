@@ -139,6 +139,12 @@ func (a *Adapter) Load(ctx context.Context, id catalog.Ident) (catalog.Published
 // schema (and loads it again).
 func (a *Adapter) load(ctx context.Context, id catalog.Ident, s *icebergschema.Schema) (*table.Table, error) {
 	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if err == nil && tbl.Properties()[table.MetadataDeleteAfterCommitEnabledKey] != "true" {
+		// A table created before the metadata bound: it adopts it once.
+		if _, _, err = a.cat.CommitTable(ctx, tbl.Identifier(), nil, []table.Update{table.NewSetPropertiesUpdate(metadataBound)}); err == nil {
+			tbl, err = a.cat.LoadTable(ctx, ident(id))
+		}
+	}
 	if err != nil || s == nil {
 		return tbl, err
 	}
@@ -159,6 +165,19 @@ func schema(s icebergschema.Schema) (*iceberg.Schema, error) {
 		return nil, fmt.Errorf("iceberg schema %d: %w", s.SchemaID, err)
 	}
 	return &out, nil
+}
+
+// metadataBound are the table properties that bound its metadata files:
+// every commit writes a new metadata JSON, and without them a table
+// published at one flush a second keeps 86,400 of them a day. iceberg-go
+// deletes the metadata files beyond the newest 20 after each commit (the
+// metadata log names those 20; readers of a table always start from the
+// current one). Manifest lists and manifests of expired snapshots stay:
+// expiry runs with its file deletion off, since that would delete
+// pg-cdc's data files too.
+var metadataBound = iceberg.Properties{
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MetadataPreviousVersionsMaxKey:      "20",
 }
 
 // Create makes the table (and each level of its namespace) and pushes the
@@ -183,6 +202,7 @@ func (a *Adapter) Create(ctx context.Context, id catalog.Ident, s icebergschema.
 		return err
 	}
 	p := iceberg.Properties{"format-version": "2"}
+	maps.Copy(p, metadataBound)
 	for k, v := range props {
 		p[k] = v
 	}
