@@ -200,7 +200,7 @@ type daemon struct {
 // open opens the sink through the metrics, locks and probes it, opens the
 // manifest committer and checks the sink is this capture's.
 func open(ctx context.Context, o Options, obs *observer) (*daemon, error) {
-	opened, err := o.OpenSink(ctx, func() { obs.metrics.SinkAttemptFailed("any") })
+	opened, err := o.OpenSink(ctx, func() { obs.metrics.SinkAttemptFailed() })
 	if err != nil {
 		return nil, err
 	}

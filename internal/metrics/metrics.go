@@ -158,6 +158,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	m.SlotSafeWALSizeBytes.Set(-1)
 	m.SlotInvalidationETA.Set(-1)
+	// The known label sets start at 0, so an alert on the first increase
+	// sees it (a series born at 1 has no increase).
+	for _, op := range sinkOps {
+		m.SinkErrors.WithLabelValues(op, "request")
+	}
+	m.SinkErrors.WithLabelValues(attemptOp, "attempt")
+	for _, r := range []string{"ok", "error"} {
+		m.Heartbeats.WithLabelValues(r)
+		m.CompactionRuns.WithLabelValues(r)
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

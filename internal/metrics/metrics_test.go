@@ -77,8 +77,14 @@ func TestSinkErrorsCountFailuresNotVerdicts(t *testing.T) {
 	if got := testutil.ToFloat64(m.SinkErrors.WithLabelValues("put", "request")); got != 1 {
 		t.Errorf("put errors = %v, want 1", got)
 	}
-	if got := testutil.CollectAndCount(m.SinkErrors); got != 1 {
-		t.Errorf("%d series of sink errors, want only put's (not-found and precondition are answers)", got)
+	// Not-found and precondition are answers: their series stay at 0.
+	for _, op := range []string{"get", "put_if", "read_version", "list", "delete"} {
+		if got := testutil.ToFloat64(m.SinkErrors.WithLabelValues(op, "request")); got != 0 {
+			t.Errorf("%s errors = %v, want 0", op, got)
+		}
+	}
+	if got := testutil.CollectAndCount(m.SinkErrors); got != len(sinkOps)+1 {
+		t.Errorf("%d series of sink errors, want the %d known ones", got, len(sinkOps)+1)
 	}
 	if _, ok := s.(blob.Locker); !ok {
 		t.Error("the wrapper hides the memory store's writer lock")
@@ -163,5 +169,35 @@ func TestTakeoverTripsTheBreakerGauge(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.BreakerTripped); got != 1 {
 		t.Errorf("cas_breaker_tripped = %v after a takeover", got)
+	}
+}
+
+// The counters with known label sets have every series from the start, at
+// 0: an alert on increase() sees the first error.
+func TestKnownSeriesStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	New(reg, "test")
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"pgcdc_sink_errors_total": 7, "pgcdc_heartbeats_total": 2, "pgcdc_compaction_runs_total": 2}
+	for _, f := range fams {
+		n, ok := want[f.GetName()]
+		if !ok {
+			continue
+		}
+		delete(want, f.GetName())
+		if len(f.GetMetric()) != n {
+			t.Errorf("%s: %d series at start, want %d", f.GetName(), len(f.GetMetric()), n)
+		}
+		for _, m := range f.GetMetric() {
+			if v := m.GetCounter().GetValue(); v != 0 {
+				t.Errorf("%s%v = %v at start", f.GetName(), m.GetLabel(), v)
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("%s has no series at start", name)
 	}
 }

@@ -68,11 +68,20 @@ func (c countingSink) PutIf(ctx context.Context, key string, data []byte, expect
 	return v, c.count("put_if", err)
 }
 
+// sinkOps are the operations pgcdc_sink_errors_total counts requests of,
+// and attemptOp the one label of the attempts a store retries by itself
+// (its retry hook does not say which request): every pair has a series
+// from the start, at 0, so that a rate() or an increase() alert sees the
+// first error (Prometheus: "avoid missing metrics").
+var sinkOps = []string{"put", "get", "list", "delete", "read_version", "put_if"}
+
+const attemptOp = "any"
+
 // SinkAttemptFailed counts one failed attempt inside a store's own retry
 // loop (kind="attempt"): a store that recovers on its own still shows that
 // it needed to.
-func (m *Metrics) SinkAttemptFailed(op string) {
-	m.SinkErrors.WithLabelValues(op, "attempt").Inc()
+func (m *Metrics) SinkAttemptFailed() {
+	m.SinkErrors.WithLabelValues(attemptOp, "attempt").Inc()
 }
 
 type lockingSink struct {
