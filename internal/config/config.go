@@ -330,22 +330,27 @@ const (
 	CatalogIceberg = "iceberg"
 	IcebergSQL     = "sql"
 	IcebergREST    = "rest"
+	IcebergGlue    = "glue"
 	CopyOnWrite    = "copy-on-write"
 )
 
 // IcebergConfig is the "catalog.iceberg" section.
 type IcebergConfig struct {
 	// Type (catalog.iceberg.type) is the Iceberg catalog: "sql" (default),
-	// the embedded SQL catalog on SQLite, or "rest", an Iceberg REST
-	// catalog.
+	// the embedded SQL catalog on SQLite, "rest", an Iceberg REST catalog,
+	// or "glue", the AWS Glue Data Catalog.
 	Type string
 	// URI (catalog.iceberg.uri) is the SQL catalog's SQLite file (default
 	// state.path/iceberg-catalog.db) or the REST catalog's base URL
-	// (required; without /v1).
+	// (required; without /v1). Glue takes none (its endpoint is the
+	// property glue.endpoint).
 	URI string
 	// Properties (catalog.iceberg.properties) are passed to the REST
 	// client: token, credential, scope, warehouse, prefix, header.<Name>,
 	// pgcdc.request-timeout, ... token, credential and headers are secrets.
+	// Or to the Glue client: glue.region, glue.endpoint, glue.id,
+	// glue.access-key-id, glue.secret-access-key and glue.session-token
+	// (secrets), glue.max-retries, glue.retry-mode, pgcdc.request-timeout.
 	Properties map[string]string
 	// Namespace (catalog.iceberg.namespace) is the first namespace level of
 	// every published table. Default "pgcdc".

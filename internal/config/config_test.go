@@ -575,14 +575,19 @@ aws:
 	}
 }
 
-// TestCatalogConfig: rest needs an http(s) URL; glue and merge-on-read are
-// refused by key until built; REST secrets never print.
+// TestCatalogConfig: rest needs an http(s) URL, glue takes none and a
+// namespace Glue can hold; catalog.type glue points to catalog.iceberg.type;
+// merge-on-read is refused by key until built; REST and Glue secrets never
+// print.
 func TestCatalogConfig(t *testing.T) {
 	base := "source:\n  postgres:\n    url: postgres://u@h/db\ncatalog:\n  type: iceberg\n  iceberg:\n"
 	for _, c := range []struct{ yaml, want string }{
 		{"    type: rest\n", "catalog.iceberg.uri"},
 		{"    type: rest\n    uri: ftp://x\n", "catalog.iceberg.uri"},
-		{"    type: glue\n", "catalog.iceberg.type"},
+		{"    type: glue\n    uri: https://glue.eu-west-1.amazonaws.com\n", "catalog.iceberg.uri"},
+		{"    type: glue\n    namespace: PgCdc\n", "catalog.iceberg.namespace"},
+		{"    type: glue\n    namespace: cdc__x\n", "catalog.iceberg.namespace"},
+		{"    type: hive\n", "catalog.iceberg.type"},
 		{"    mode: merge-on-read\n", "catalog.iceberg.mode"},
 		{"    type: rest\n    uri: http://127.0.0.1:8181\n    properties:\n      uri: x\n", "catalog.iceberg.properties"},
 	} {
@@ -601,5 +606,28 @@ func TestCatalogConfig(t *testing.T) {
 	}
 	if cfg.Catalog.Iceberg.Properties["token"] != "s3cr3t-tok" {
 		t.Errorf("Redacted changed the configuration it was called on")
+	}
+
+	_, err = Parse([]byte("source:\n  postgres:\n    url: postgres://u@h/db\ncatalog:\n  type: glue\n"), "t.yml", nil)
+	if err == nil || !strings.Contains(err.Error(), "catalog.type") || !strings.Contains(err.Error(), "catalog.iceberg.type: glue") {
+		t.Errorf("catalog.type glue: %v, want an error pointing to catalog.iceberg.type glue", err)
+	}
+	cfg, err = Parse([]byte(base+"    type: glue\n    properties:\n      glue.region: eu-west-1\n      glue.access-key-id: AKIDEXAMPLE\n      glue.secret-access-key: s3cr3t-key\n      glue.session-token: s3cr3t-session\n"), "t.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = fmt.Sprintf("%+v", cfg.Redacted())
+	if strings.Contains(r, "s3cr3t") || !strings.Contains(r, "glue.region:eu-west-1") || !strings.Contains(r, "glue.access-key-id:AKIDEXAMPLE") {
+		t.Errorf("redacted: %s", r)
+	}
+	if s := cfg.Secrets(func(string) (string, bool) { return "", false }); !slices.Contains(s, "s3cr3t-key") || !slices.Contains(s, "s3cr3t-session") {
+		t.Errorf("secrets scrubbed from logs: %q", s)
+	}
+	if cfg.Storage.Type != "" && cfg.Storage.Type != "filesystem" {
+		t.Errorf("storage %q", cfg.Storage.Type)
+	}
+	_, err = Parse([]byte(base+"    type: glue\nstorage:\n  type: s3\n  bucket: b\n  region: eu-west-1\n"), "t.yml", nil)
+	if err == nil || !strings.Contains(err.Error(), "storage.type") {
+		t.Errorf("glue over an s3 sink: %v, want the filesystem-only refusal", err)
 	}
 }

@@ -390,6 +390,12 @@ func (c Config) validateCatalog(p *problems) {
 	case CatalogNone:
 		return
 	case CatalogIceberg:
+	case IcebergGlue:
+		// Glue is one of the catalogs that hold Iceberg tables, not a kind
+		// of table of its own (a plain Glue table over the sink's prefix
+		// would show superseded files too).
+		p.got("catalog.type", cc.Type, `Glue holds the Iceberg tables: set catalog.type: iceberg and catalog.iceberg.type: glue`)
+		return
 	default:
 		p.got("catalog.type", cc.Type, `must be "iceberg" or empty (none)`)
 		return
@@ -401,9 +407,18 @@ func (c Config) validateCatalog(p *problems) {
 		if u, err := url.Parse(ic.URI); ic.URI == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.got("catalog.iceberg.uri", ic.URI, "catalog.iceberg.type rest needs the catalog's http(s):// base URL (without /v1)")
 		}
+	case IcebergGlue:
+		if ic.URI != "" {
+			p.got("catalog.iceberg.uri", ic.URI, "catalog.iceberg.type glue takes no uri: set the property glue.endpoint for an endpoint other than AWS's")
+		}
+		// Glue has one namespace level, a database, and folds names to
+		// lower case: the namespace is the start of the databases' names
+		// (<namespace>__<schema>, <namespace>_changelog__<schema>).
+		if ns := ic.Namespace; ns != strings.ToLower(ns) || strings.Contains(ns, "__") || strings.HasPrefix(ns, "_") || strings.HasSuffix(ns, "_") {
+			p.got("catalog.iceberg.namespace", ns, "catalog.iceberg.type glue needs a lower-case namespace without __ that neither starts nor ends with _")
+		}
 	default:
-		// Glue comes with the publisher's next step (issue 17).
-		p.got("catalog.iceberg.type", ic.Type, `must be "sql" (the embedded SQLite catalog) or "rest"; glue is not built yet`)
+		p.got("catalog.iceberg.type", ic.Type, `must be "sql" (the embedded SQLite catalog), "rest" or "glue"`)
 	}
 	for k := range ic.Properties {
 		if k == "uri" || k == "type" {
@@ -640,9 +655,14 @@ func (c Config) Redacted() Config {
 }
 
 // SecretCatalogProperty reports whether a catalog.iceberg.properties key
-// holds a secret (never printed or logged).
+// holds a secret (never printed or logged): REST's token, credential and
+// headers, Glue's secret access key and session token.
 func SecretCatalogProperty(k string) bool {
-	return k == "token" || k == "credential" || strings.HasPrefix(k, "header.")
+	switch k {
+	case "token", "credential", "glue.secret-access-key", "glue.session-token":
+		return true
+	}
+	return strings.HasPrefix(k, "header.")
 }
 
 func redactURL(raw string) string {
