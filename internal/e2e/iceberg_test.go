@@ -402,7 +402,7 @@ func sinkChangeRows(t *testing.T, e *env, mt *manifest.Table, files map[string]m
 	var rows []string
 	for _, path := range slices.Sorted(maps.Keys(files)) {
 		sv := mt.SchemaAt(version[path])
-		rename := map[string]string{}    // name in the file → current name
+		rename := map[string]string{} // name in the file → current name
 		for _, c := range sv.Columns {
 			rename[c.Name] = nameOf[c.FieldID]
 		}

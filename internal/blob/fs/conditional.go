@@ -46,7 +46,8 @@ func (s *Store) ReadVersion(ctx context.Context, key string) ([]byte, blob.Versi
 // means it must not exist), so that of many concurrent callers with the
 // same expected version exactly one wins: a create is a link(2), which no
 // two callers can both make, and a replace holds the key's lock file.
-func (s *Store) PutIf(ctx context.Context, key string, data []byte, expected blob.Version) (blob.Version, error) {
+func (s *Store) PutIf(ctx context.Context, key string, data []byte, expected blob.Version) (_ blob.Version, err error) {
+	defer func() { err = s.refused(err) }()
 	p, err := s.path(key)
 	if err != nil {
 		return "", fmt.Errorf("put object if version: %w", err)

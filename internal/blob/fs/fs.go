@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
 var (
@@ -108,9 +109,22 @@ func notFound(err error) bool {
 	return errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
+// refused classifies a write the operating system refused for good — no
+// permission, a read-only file system — as a configuration error (exit
+// 2): retrying it for minutes as if the disk were busy only hides that
+// the sink's directory must be made writable. Other errors are unchanged.
+func (s *Store) refused(err error) error {
+	if err == nil || !errors.Is(err, iofs.ErrPermission) && !errors.Is(err, syscall.EROFS) {
+		return err
+	}
+	return &cdc.Error{Class: cdc.ErrUsage, Msg: fmt.Sprintf("filesystem sink %s refused a write", s.root), Cause: err,
+		Hint: fmt.Sprintf("make %s and everything under it writable by the user pg-cdc runs as (uid %d), or point storage.path at a directory it owns", s.root, os.Getuid())}
+}
+
 // Put writes the object atomically and durably (see doc.go). A reader
 // error or a canceled ctx leaves the old object in place.
-func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (err error) {
+	defer func() { err = s.refused(err) }()
 	p, err := s.path(key)
 	if err != nil {
 		return fmt.Errorf("put object: %w", err)
@@ -402,7 +416,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]blob.ObjectInfo, err
 
 // Delete removes the object and fsyncs its directory, then removes the
 // directories it leaves empty. Deleting a missing key is not an error.
-func (s *Store) Delete(ctx context.Context, key string) error {
+func (s *Store) Delete(ctx context.Context, key string) (err error) {
+	defer func() { err = s.refused(err) }()
 	p, err := s.path(key)
 	if err != nil {
 		return fmt.Errorf("delete object: %w", err)

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/blobtest"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
 func newStore(t *testing.T) *Store {
@@ -343,5 +347,33 @@ func TestTwoStoresExcludeEachOther(t *testing.T) {
 	defer releaseB()
 	if got := listed(t, a, ""); len(got) != 0 {
 		t.Fatalf("the lock file is listed: %q", got)
+	}
+}
+
+// A write the operating system refuses for good (no permission, a
+// read-only file system) is a configuration error naming the sink and the
+// fix, and stays terminal when a caller marks it unavailable; other
+// errors pass unchanged.
+func TestRefusedWrite(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS} {
+		cause := fmt.Errorf("put object %q: %w", "a/b", &iofs.PathError{Op: "open", Path: s.Root() + "/a", Err: errno})
+		got := s.refused(cause)
+		if !errors.Is(got, cdc.ErrUsage) || !errors.Is(got, errno) {
+			t.Errorf("%v: %v, want a usage error keeping its cause", errno, got)
+		}
+		if marked := fmt.Errorf("%w: %w", blob.ErrUnavailable, got); cdc.IsTransient(marked) {
+			t.Errorf("%v marked unavailable is transient: %v", errno, marked)
+		}
+		if !strings.Contains(got.Error(), s.Root()) || !strings.Contains(cdc.HintOf(got), "writable") {
+			t.Errorf("%v: message %q, hint %q", errno, got, cdc.HintOf(got))
+		}
+	}
+	other := fmt.Errorf("put object: %w", syscall.ENOSPC)
+	if got := s.refused(other); got != other {
+		t.Errorf("ENOSPC reclassified: %v", got)
 	}
 }
