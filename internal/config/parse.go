@@ -57,6 +57,7 @@ func Parse(data []byte, name string, environ []string) (Config, error) {
 		// to expand again.
 		c.Source.Postgres.urlTemplate, c.Source.Postgres.urlLoaded = "", ""
 	}
+	c.normalize()
 	if readable {
 		errs = append(errs, o.locate(name, c.validate())...)
 	}
@@ -64,6 +65,15 @@ func Parse(data []byte, name string, environ []string) (Config, error) {
 		return Config{}, joinSorted(errs)
 	}
 	return c, nil
+}
+
+// normalize rewrites what people type for what pg-cdc means: one trailing
+// slash of storage.prefix (as in s3://bucket/cdc/app/) is dropped; any
+// other stray slash stays, for validate to refuse.
+func (c *Config) normalize() {
+	if pf := c.Storage.Prefix; strings.HasSuffix(pf, "/") && !strings.HasSuffix(pf, "//") {
+		c.Storage.Prefix = strings.TrimSuffix(pf, "/")
+	}
 }
 
 // joinSorted joins errs into one error: first those at a line of the file,

@@ -179,3 +179,25 @@ func TestRequireSource(t *testing.T) {
 		t.Errorf("RequireSource with a URL = %v", err)
 	}
 }
+
+// One trailing slash of storage.prefix, as typed after an s3:// URL, is
+// dropped; any other stray slash is still refused.
+func TestPrefixTrailingSlash(t *testing.T) {
+	for _, c := range []struct{ prefix, want, err string }{
+		{"cdc/app/", "cdc/app", ""},
+		{"cdc/app", "cdc/app", ""},
+		{"cdc/app//", "", "storage.prefix: want a relative key prefix"},
+		{"/cdc/app/", "", "storage.prefix: want a relative key prefix"},
+		{"cdc//app", "", "storage.prefix: want a relative key prefix"},
+	} {
+		cfg, err := Parse([]byte("storage:\n  type: s3\n  bucket: b\n  region: eu-west-1\n  prefix: \""+c.prefix+"\"\n"), "f.yml", nil)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("prefix %q: %v", c.prefix, err)
+		case c.err == "" && cfg.Storage.Prefix != c.want:
+			t.Errorf("prefix %q read as %q, want %q", c.prefix, cfg.Storage.Prefix, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("prefix %q: %v, want %q", c.prefix, err, c.err)
+		}
+	}
+}
