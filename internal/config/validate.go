@@ -533,8 +533,14 @@ func validatePostgresURL(raw string) error {
 	if u.Opaque != "" {
 		return errors.New("want postgresql://host/db, not postgresql:host/db")
 	}
+	if q, err := url.ParseQuery(u.RawQuery); err == nil && q.Has("sslmode") && !slices.Contains(sslModes, q.Get("sslmode")) {
+		return fmt.Errorf("sslmode=%s: want one of %s", q.Get("sslmode"), strings.Join(sslModes, ", "))
+	}
 	return nil
 }
+
+// sslModes are libpq's sslmode values (pgx's too).
+var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
 // validateIAMURL checks what an RDS IAM token needs of a URL that
 // validatePostgresURL accepted: the token is signed for one host:port and

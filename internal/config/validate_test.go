@@ -57,6 +57,7 @@ func TestValidateErrors(t *testing.T) {
 		{"url bad port", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:pw@h:port/db" }, "source.postgres.url: not a valid URL"},
 		{"url bad escape", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p%zzw@h/db" }, "source.postgres.url: not a valid URL: a bad %-escape"},
 		{"url hash", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:p#w@h/db" }, `source.postgres.url: contains "#"`},
+		{"url sslmode", func(c *Config) { c.Source.Postgres.URL = "postgresql://u:pw@h/db?sslmode=bogus" }, `source.postgres.url: sslmode=bogus: want one of disable, allow, prefer, require, verify-ca, verify-full`},
 		{"schemas empty", func(c *Config) { c.Source.Postgres.Schemas = nil }, "source.postgres.schemas: must name at least one schema"},
 		{"request timeout zero", func(c *Config) { c.Storage.RequestTimeout = 0 }, "storage.request_timeout_sec: must be > 0, got 0"},
 		{"retry backoff zero", func(c *Config) { c.Retry.InitialBackoff = 0 }, "retry.initial_backoff: must be > 0, got 0s"},
