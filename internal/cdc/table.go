@@ -12,29 +12,103 @@ type TableID struct {
 }
 
 // ParseTableID parses "schema.table". An unqualified name is an error: the
-// configuration always names the schema so that nothing is guessed.
+// configuration always names the schema so that nothing is guessed. Either
+// part may be quoted as PostgreSQL quotes it (public."Order Items",
+// "my.schema".t, a "" inside quotes being one "), which is how a name
+// holding a dot, a space or a quote is written; an unquoted part is taken
+// as it is (not folded to lower case).
 func ParseTableID(s string) (TableID, error) {
-	schema, name, ok := strings.Cut(s, ".")
-	if !ok || schema == "" || name == "" || strings.Contains(name, ".") {
-		return TableID{}, fmt.Errorf("table %q: want a schema-qualified name such as public.orders", s)
+	parts, err := splitQualified(s)
+	if err != nil || len(parts) != 2 {
+		if err == nil {
+			err = fmt.Errorf("want a schema-qualified name such as public.orders")
+		}
+		return TableID{}, fmt.Errorf("table %q: %w", s, err)
 	}
-	return TableID{Schema: schema, Name: name}, nil
+	return TableID{Schema: parts[0], Name: parts[1]}, nil
 }
 
 // ParseColumnRef splits "schema.table.column" (a types: key of the
-// configuration). A schema or table name holding a dot cannot be named
-// this way (as in tables.include); the column, the last part, may not
-// either.
+// configuration), each part plain or quoted as in ParseTableID.
 func ParseColumnRef(s string) (schema, table, column string, err error) {
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return "", "", "", fmt.Errorf("%q: want schema.table.column, such as public.orders.id", s)
+	parts, err := splitQualified(s)
+	if err != nil || len(parts) != 3 {
+		if err == nil {
+			err = fmt.Errorf("want schema.table.column, such as public.orders.id")
+		}
+		return "", "", "", fmt.Errorf("%q: %w", s, err)
 	}
 	return parts[0], parts[1], parts[2], nil
 }
 
+// splitQualified splits a dotted name into its parts, each unquoted (no
+// dot or quote in it) or double-quoted; no part may be empty.
+func splitQualified(s string) ([]string, error) {
+	var parts []string
+	for i := 0; ; {
+		var part string
+		if i < len(s) && s[i] == '"' {
+			var b strings.Builder
+			for i++; ; i++ {
+				if i >= len(s) {
+					return nil, fmt.Errorf("a quoted name is not closed")
+				}
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i++
+						continue
+					}
+					i++
+					break
+				}
+				b.WriteByte(s[i])
+			}
+			part = b.String()
+		} else {
+			j := i
+			for j < len(s) && s[j] != '.' {
+				if s[j] == '"' {
+					return nil, fmt.Errorf("a quote inside an unquoted name: quote the whole part (\"My Table\")")
+				}
+				j++
+			}
+			part, i = s[i:j], j
+		}
+		if part == "" {
+			return nil, fmt.Errorf("an empty part")
+		}
+		parts = append(parts, part)
+		if i == len(s) {
+			return parts, nil
+		}
+		if s[i] != '.' {
+			return nil, fmt.Errorf("a quoted name must be followed by . or the end")
+		}
+		i++
+	}
+}
+
 // String returns "schema.table", the key used in the manifest.
 func (t TableID) String() string { return t.Schema + "." + t.Name }
+
+// Quoted is the name as PostgreSQL (and tables.include) would write it:
+// each part as it is when it is a plain lower-case identifier, in double
+// quotes otherwise (public."Order Items", public."trailing "), so a
+// message shows a capital, a dot or a trailing space.
+func (t TableID) Quoted() string { return quoteIdent(t.Schema) + "." + quoteIdent(t.Name) }
+
+func quoteIdent(s string) string {
+	plain := s != "" && (s[0] == '_' || s[0] >= 'a' && s[0] <= 'z')
+	for i := 0; plain && i < len(s); i++ {
+		c := s[i]
+		plain = c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+	}
+	if plain {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
 
 // MetadataColumns are the names of the metadata columns every data file
 // holds beside the table's own (design.md §4), in file order. A source column

@@ -132,7 +132,7 @@ func includedRelations(ctx context.Context, c *pgx.Conn, include []cdc.TableID, 
 	var nsp, names []string
 	for _, id := range include {
 		if excluded(id, exclude) {
-			return nil, fmt.Errorf("table %s is both included and excluded", id)
+			return nil, cdc.Usage(fmt.Errorf("table %s is both included and excluded", id.Quoted()))
 		}
 		nsp, names = append(nsp, id.Schema), append(names, id.Name)
 	}
@@ -158,18 +158,19 @@ func includedRelations(ctx context.Context, c *pgx.Conn, include []cdc.TableID, 
 		case seen[id]:
 			continue
 		case !ok:
-			problems = append(problems, fmt.Sprintf("table %s does not exist", id))
+			problems = append(problems, fmt.Sprintf("table %s does not exist", id.Quoted()))
 		case r.kind != "r" && r.kind != "p":
-			problems = append(problems, fmt.Sprintf("%s is not a table (relkind %s)", id, r.kind))
+			problems = append(problems, fmt.Sprintf("%s is not a table (relkind %s)", id.Quoted(), r.kind))
 		case r.persistence != "p":
-			problems = append(problems, fmt.Sprintf("table %s is unlogged or temporary: logical decoding cannot see its changes", id))
+			problems = append(problems, fmt.Sprintf("table %s is unlogged or temporary: logical decoding cannot see its changes", id.Quoted()))
 		default:
 			out = append(out, r)
 		}
 		seen[id] = true
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("included tables: %s", strings.Join(problems, "; "))
+		return nil, &cdc.Error{Class: cdc.ErrUsage, Msg: "tables.include: " + strings.Join(problems, "; "),
+			Hint: `name each table as PostgreSQL writes it, schema first: public.orders, or public."Order Items" for a name with capitals, spaces or dots`}
 	}
 	return out, nil
 }

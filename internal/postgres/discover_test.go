@@ -209,6 +209,22 @@ func TestDiscoverTablesInclude(t *testing.T) {
 		t.Errorf("app.pk columns = %+v", tables[1].Columns)
 	}
 
+	// A name with capitals, a space or a dot is named as PostgreSQL
+	// quotes it; a missing one is a configuration error that shows the
+	// name quoted (a trailing space visible).
+	e.exec(`CREATE TABLE other."Order Items" (id int PRIMARY KEY)`, `CREATE TABLE other."a.b" (id int PRIMARY KEY)`)
+	tables, err = e.db.DiscoverTables(ctx, nil, []cdc.TableID{id(`other."Order Items"`), id(`other."a.b"`)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(tables); !reflect.DeepEqual(got, []string{"other.Order Items", "other.a.b"}) {
+		t.Errorf("quoted names included = %q", got)
+	}
+	_, err = e.db.DiscoverTables(ctx, nil, []cdc.TableID{id(`other."Order Items "`)}, nil)
+	if !errors.Is(err, cdc.ErrUsage) || !strings.Contains(err.Error(), `table other."Order Items " does not exist`) || !strings.Contains(cdc.HintOf(err), `public."Order Items"`) {
+		t.Errorf("a missing quoted name: %v (hint %q), want a usage error naming other.\"Order Items \"", err, cdc.HintOf(err))
+	}
+
 	for _, tt := range []struct {
 		name    string
 		schemas []string
