@@ -93,6 +93,10 @@ func HintOf(err error) string {
 	if errors.As(err, &e) {
 		return e.Hint
 	}
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
 	return ""
 }
 

@@ -8,7 +8,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"math/big"
 	"net"
 	"net/url"
@@ -378,6 +381,13 @@ func TestPasswordSourcePerConnection(t *testing.T) {
 	if IsTransient(err) {
 		t.Errorf("a refused password is not transient: %v", err)
 	}
+	// The message leads with the server's answer, and the hint says what
+	// to check.
+	var pgErr *pgconn.PgError
+	if !strings.HasPrefix(err.Error(), "connect to 127.0.0.1:") || !strings.Contains(err.Error(), "(user "+pwRole+"): FATAL: password authentication failed") ||
+		!strings.HasSuffix(err.Error(), "(SQLSTATE 28P01)") || !errors.As(err, &pgErr) || !strings.Contains(cdc.HintOf(err), "PGPASSWORD") {
+		t.Errorf("a refused password: %v (hint %q), want the server's answer first and a hint", err, cdc.HintOf(err))
+	}
 	r3, err := ConnectReplication(ctx, spec)
 	if err == nil {
 		closeRepl(t, r3)
@@ -385,6 +395,9 @@ func TestPasswordSourcePerConnection(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "password-A") {
 		t.Fatalf("replication error shows the password: %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "open replication connection to 127.0.0.1:") || !strings.HasSuffix(err.Error(), "(SQLSTATE 28P01)") || cdc.HintOf(err) == "" {
+		t.Errorf("a refused replication password: %v (hint %q)", err, cdc.HintOf(err))
 	}
 }
 

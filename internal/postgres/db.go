@@ -115,7 +115,7 @@ func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", serverName(&cfg.Config), classify(err))
+		return nil, connectError("connect to", serverName(&cfg.Config), err)
 	}
 	return c, nil
 }

@@ -109,6 +109,40 @@ func IsTransient(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// connectError is a failed connect to server. When the server answered
+// with an error (a refused password, a database that does not exist), the
+// message leads with that answer: pgconn's own message lists every
+// attempt first, and with sslmode=prefer against a server without TLS the
+// first is "tls error: server refused TLS connection", which is noise
+// before the cause. The error underneath is kept (errors.As finds the
+// *pgconn.PgError), and the hint says what to check.
+func connectError(what, server string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return fmt.Errorf("%s %s: %w", what, server, classify(err))
+	}
+	e := &refusedError{msg: fmt.Sprintf("%s %s: %s: %s (SQLSTATE %s)", what, server, pgErr.Severity, pgErr.Message, pgErr.Code), err: classify(err)}
+	switch {
+	case pgErr.Code == "28P01" || pgErr.Code == "28000":
+		e.hint = "check the user and password: source.postgres.url's user info (percent-encoded), PGPASSWORD or ~/.pgpass; the server's pg_hba.conf decides which users, databases and addresses may sign in and how"
+	case pgErr.Code == "3D000":
+		e.hint = "check the database name at the end of source.postgres.url (postgresql://user@host:5432/DATABASE)"
+	case pgErr.Code == "42501":
+		e.hint = "grant the role what pg-cdc needs (docs/preflight.md): LOGIN, REPLICATION (or rds_replication), CONNECT on the database"
+	}
+	return e
+}
+
+// refusedError is a connect the server answered with an error.
+type refusedError struct {
+	msg, hint string
+	err       error
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.err }
+func (e *refusedError) Hint() string  { return e.hint }
+
 // classify gives err the behaviour cdc.IsTransient reads: marked transient
 // when IsTransient says a new attempt may get past it. Errors that already
 // say (a *cdc.Error, an earlier classification) are returned as they are.

@@ -49,7 +49,7 @@ func ConnectReplication(ctx context.Context, spec ConnSpec) (*ReplConn, error) {
 	server := serverName(cfg)
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open replication connection to %s: %w", server, classify(err))
+		return nil, connectError("open replication connection to", server, err)
 	}
 	return &ReplConn{conn: conn, server: server}, nil
 }
