@@ -24,11 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -148,9 +151,8 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 	}
 	res.FoldedDeltas = len(mt.Deltas)
 
-	dir := filepath.Join(opts.ScratchDir, manifest.EscapeKeyElement(id.Schema)+"."+manifest.EscapeKeyElement(id.Name))
-	// Whatever a killed run left here is scratch.
-	if err := os.RemoveAll(dir); err != nil {
+	dir, err := scratchDir(opts.ScratchDir, manifest.EscapeKeyElement(id.Schema)+"."+manifest.EscapeKeyElement(id.Name))
+	if err != nil {
 		return res, fmt.Errorf("compact %s: clear scratch: %w", id, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -442,4 +444,50 @@ func cmpID(a, b cdc.TableID) int {
 		return strings.Compare(a.Schema, b.Schema)
 	}
 	return strings.Compare(a.Name, b.Name)
+}
+
+// scratchDir is this process's scratch directory for table under root,
+// "<table>.pid<pid>": pg-cdc compact run from cron and the compaction loop
+// of pg-cdc start share state.path, so each process works in its own
+// directory (a shared one was cleared by one under the other's open
+// files). What a process that is gone left — a killed run's — is removed
+// here, as is the directory of the releases before this one (no suffix).
+func scratchDir(root, table string) (string, error) {
+	self := fmt.Sprintf("%s.pid%d", table, os.Getpid())
+	entries, err := os.ReadDir(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(name, table)
+		if !ok || name == self {
+			continue
+		}
+		var stale bool
+		if rest == "" {
+			stale = true
+		} else if p, ok := strings.CutPrefix(rest, ".pid"); ok {
+			pid, err := strconv.Atoi(p)
+			stale = err == nil && !processAlive(pid)
+		}
+		if stale {
+			if err := os.RemoveAll(filepath.Join(root, name)); err != nil {
+				return "", err
+			}
+		}
+	}
+	dir := filepath.Join(root, self)
+	// A directory of this very process is a pass that failed half-way.
+	return dir, os.RemoveAll(dir)
+}
+
+// processAlive reports whether a process with pid exists (signal 0).
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
