@@ -27,6 +27,10 @@ const snapshotPartRows = 4_000_000
 type InitResult struct {
 	// Already is the manifest of a complete capture: nothing changed.
 	Already *manifest.Manifest
+	// Pending are the tables the configuration covers that Already does
+	// not capture yet (a table added to tables.include, or created in a
+	// captured schema): pg-cdc start backfills them, not init.
+	Pending []cdc.TableID
 	// Resumed is what an interrupted init left, which start completes.
 	Resumed *Resume
 	// Snapshot is the initial snapshot taken.
@@ -69,7 +73,16 @@ func (c *Capture) Init(ctx context.Context) (*InitResult, error) {
 			r, err := c.resume(ctx, db, m)
 			return &InitResult{Resumed: r}, err
 		}
-		return &InitResult{Already: m}, nil
+		res := &InitResult{Already: m}
+		fresh, err := c.Discover(ctx, db, func(id cdc.TableID) bool { return m.Tables[id.String()] == nil })
+		if err != nil {
+			// Only what init says about it: start finds (or refuses) them itself.
+			c.Log.Warn("looking for tables the configuration covers that are not captured yet", "err", err)
+		}
+		for _, t := range fresh {
+			res.Pending = append(res.Pending, t.ID)
+		}
+		return res, nil
 	case !errors.Is(err, cdc.ErrNotInitialized):
 		return nil, err
 	}

@@ -21,6 +21,13 @@ func (r *InitResult) WriteText(out io.Writer, slot, sink string) {
 		m := r.Already
 		fmt.Fprintf(out, "already initialized: %d tables, epoch %d, end LSN %s (manifest %s in %s); nothing changed\n",
 			len(m.Tables), m.Epoch, m.EndLSN, manifest.Key, sink)
+		if len(r.Pending) > 0 {
+			names := make([]string, len(r.Pending))
+			for i, id := range r.Pending {
+				names[i] = id.Quoted()
+			}
+			fmt.Fprintf(out, "not captured yet: %s; pg-cdc start adds each to the publication and backfills it while it streams (init does not)\n", strings.Join(names, ", "))
+		}
 	case r.Resumed != nil:
 		r.Resumed.WriteText(out, slot)
 	default:
