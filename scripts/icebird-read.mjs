@@ -2,12 +2,21 @@
 // iceberg-go, and prints one JSON object on stdout: the current schema's
 // fields ({id, name, type}) and every row of the current snapshot.
 //
-//   node scripts/icebird-read.mjs <node_modules dir> <metadata location>
+//   node scripts/icebird-read.mjs <node_modules dir> <metadata location> [snapshot id]
+//
+// With a snapshot id, the rows are those of that snapshot instead, one the
+// metadata still holds (icebird reads the current snapshot only: the
+// metadata's current snapshot, and schema, are set to that snapshot's
+// before it reads); the JSON then carries "snapshot_id", the live entries of
+// the snapshot's manifests as "files" ({path, content, record_count}), and
+// a failure to read the rows as "read_error" (with "rows" empty), so a test
+// can say which file a snapshot names is missing.
 //
 // The node_modules directory is the one scripts/ensure-icebird.sh prints;
 // the metadata location is a file:// URL of a metadata JSON, as
 // `pg-cdc catalog status --format json` prints it. Used by the end-to-end
-// test internal/e2e TestIcebergChangelog.
+// test internal/e2e TestIcebergChangelog; the snapshot id by
+// TestIcebergExpiryVsGC (internal/e2e/iceberg_expiry_test.go.pending).
 //
 // Three work-arounds for icebird 0.3.1, none of which changes what it reads:
 //   1. It fetches every file with fetch(), which has no file: scheme in
@@ -28,9 +37,9 @@ import { register } from 'node:module'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
-const [mods, metadataLocation] = process.argv.slice(2)
+const [mods, metadataLocation, snapshotArg] = process.argv.slice(2)
 if (!mods || !metadataLocation) {
-  console.error('usage: icebird-read.mjs <node_modules dir> <metadata location>')
+  console.error('usage: icebird-read.mjs <node_modules dir> <metadata location> [snapshot id]')
   process.exit(2)
 }
 
@@ -85,7 +94,7 @@ globalThis.fetch = async (input, init = {}) => {
 const { DEFAULT_PARSERS } = await import(pathToFileURL(join(mods, 'hyparquet', 'src', 'convert.js')).href)
 DEFAULT_PARSERS.timestampFromMicroseconds = micros => ({ ts_us: micros.toString() })
 
-const { icebergMetadata, icebergRead } = await import(pathToFileURL(join(mods, 'icebird', 'src', 'index.js')).href)
+const { icebergManifests, icebergMetadata, icebergRead } = await import(pathToFileURL(join(mods, 'icebird', 'src', 'index.js')).href)
 
 // tableUrl/metadata/<file>: the table's location is two levels up.
 const cut = metadataLocation.lastIndexOf('/metadata/')
@@ -96,12 +105,44 @@ if (cut < 0) {
 const tableUrl = metadataLocation.slice(0, cut)
 const metadataFileName = metadataLocation.slice(cut + '/metadata/'.length)
 const metadata = await icebergMetadata({ tableUrl, metadataFileName })
-const rows = await icebergRead({ tableUrl, metadata })
+// The snapshot asked for, by id. The metadata's JSON was parsed into
+// numbers, which round an id past 2^53: the argument is rounded alike.
+let snapshotId
+if (snapshotArg !== undefined) {
+  const snapshot = metadata.snapshots?.find(s => s['snapshot-id'] === Number(snapshotArg))
+  if (!snapshot) {
+    console.error(`icebird-read: ${metadataLocation} holds no snapshot ${snapshotArg}`)
+    process.exit(2)
+  }
+  metadata['current-snapshot-id'] = snapshot['snapshot-id']
+  if (snapshot['schema-id'] !== undefined) metadata['current-schema-id'] = snapshot['schema-id']
+  snapshotId = snapshotArg
+}
+let rows = []
+let files, readError
+if (snapshotId === undefined) {
+  rows = await icebergRead({ tableUrl, metadata })
+} else {
+  files = []
+  for (const { entries } of await icebergManifests(metadata)) {
+    for (const entry of entries) {
+      if (entry.status === 2) continue // deleted from the snapshot
+      const f = entry.data_file
+      files.push({ path: f.file_path, content: f.content ?? 0, record_count: f.record_count })
+    }
+  }
+  try {
+    rows = await icebergRead({ tableUrl, metadata })
+  } catch (err) {
+    readError = String(err?.stack ?? err)
+  }
+}
 const schema = metadata.schemas.find(s => s['schema-id'] === metadata['current-schema-id'])
 
 const json = JSON.stringify({
   schema: schema.fields.map(f => ({ id: f.id, name: f.name, type: f.type })),
   rows,
+  ...(snapshotId === undefined ? {} : { snapshot_id: snapshotId, files, read_error: readError ?? null }),
   inflate_fallbacks: globalThis.__icebirdInflateFallbacks ?? 0,
 }, (_, v) => {
   if (typeof v === 'bigint') return v.toString()
