@@ -43,6 +43,9 @@ func newStatusCmd(app *cli) *cobra.Command {
 				fmt.Fprintf(w, "catalog: %v\n", err)
 			}
 		}
+		if s.SourceErr != nil {
+			return fmt.Errorf("status: the source is unreachable: %w", s.SourceErr)
+		}
 		return nil
 	})
 	return cmd

@@ -23,10 +23,16 @@ type Status struct {
 	Forecast string             // "" when not measured
 	Manifest *manifest.Manifest // nil: not initialized
 	SinkName string
+	// SourceErr is why the source could not be reached (the slot is then
+	// unknown): the manifest's view is shown all the same.
+	SourceErr error
 }
 
 // Status reads the slot and the manifest; with rateWindow > 0 it measures
-// the source's WAL rate over that long for the forecast.
+// the source's WAL rate over that long for the forecast. A source that
+// cannot be reached leaves the slot unknown (Status.SourceErr) and the
+// rest of the status as the sink has it: the status of a capture whose
+// source is down is what an operator runs it for.
 func (c *Capture) Status(ctx context.Context, rateWindow time.Duration) (*Status, error) {
 	m, err := c.Load(ctx)
 	if err != nil && !errors.Is(err, cdc.ErrNotInitialized) {
@@ -34,7 +40,7 @@ func (c *Capture) Status(ctx context.Context, rateWindow time.Duration) (*Status
 	}
 	db, err := postgres.Connect(ctx, c.Source)
 	if err != nil {
-		return nil, err
+		return &Status{Slot: c.Slot, Manifest: m, SinkName: c.SinkName, SourceErr: err}, nil
 	}
 	defer db.Close()
 	slot, err := db.Slot(ctx, c.Slot)
@@ -52,7 +58,11 @@ func (c *Capture) Status(ctx context.Context, rateWindow time.Duration) (*Status
 
 // WriteText writes the status as `pg-cdc status` prints it.
 func (s *Status) WriteText(out io.Writer, now time.Time) {
-	printSlot(out, s.Slot, s.SlotInfo, s.Manifest)
+	if s.SourceErr != nil {
+		fmt.Fprintf(out, "source:    UNREACHABLE: %v\n           slot %s unknown; the manifest below is the sink's\n", s.SourceErr, s.Slot)
+	} else {
+		printSlot(out, s.Slot, s.SlotInfo, s.Manifest)
+	}
 	if s.Forecast != "" {
 		fmt.Fprintf(out, "           %s\n", s.Forecast)
 	}

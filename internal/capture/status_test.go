@@ -2,11 +2,15 @@ package capture
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
+	"github.com/pg-cdc/pg-cdc/internal/postgres"
 )
 
 // TestPrintManifestCompaction checks what status shows about compaction: a
@@ -132,5 +136,31 @@ func TestPrintManifestUnfinishedSnapshot(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("the resume report lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// With the source down, status shows the sink's manifest and marks the
+// source unreachable, instead of only the dial error.
+func TestStatusSourceUnreachable(t *testing.T) {
+	ctx := context.Background()
+	sink := memory.New()
+	m := &manifest.Manifest{Source: manifest.Source{SystemIdentifier: "1"}, EndLSN: 0x100, Tables: map[string]*manifest.Table{
+		"public.orders": {Schema: "public", Name: "orders", Snapshot: manifest.Snapshot{State: "complete"}, Base: &manifest.Base{RowCount: 3}},
+	}}
+	if _, err := manifest.Create(ctx, sink, m, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := &Capture{Sink: sink, SinkName: "mem", Slot: "s1", Log: slog.New(slog.DiscardHandler),
+		Source: postgres.ConnSpec{URL: func(context.Context) (string, error) {
+			return "postgresql://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=5", nil
+		}}}
+	s, err := c.Status(ctx, 0)
+	if err != nil || s.SourceErr == nil {
+		t.Fatalf("status with the source down: %+v, %v", s, err)
+	}
+	var b bytes.Buffer
+	s.WriteText(&b, time.Now())
+	if !strings.Contains(b.String(), "source:    UNREACHABLE: ") || !strings.Contains(b.String(), "public.orders") {
+		t.Errorf("status with the source down:\n%s", b.String())
 	}
 }

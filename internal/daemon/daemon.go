@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -126,6 +128,11 @@ const (
 // documentation for the order of effects. The error is classified
 // (cdc.IsTransient, the cdc error classes) for the caller's exit code.
 func Run(ctx context.Context, o Options) (err error) {
+	// A sink never initialized is refused before anything is written: no
+	// run artifacts, no writer lock under _pgcdc/.
+	if err := initialized(ctx, o); err != nil {
+		return err
+	}
 	obs, err := newObserver(o)
 	if err != nil {
 		return err
@@ -195,6 +202,20 @@ type daemon struct {
 	fc      *flush.Committer
 	feed    *manifest.Feed
 	release func() error
+}
+
+// initialized reports cdc.ErrNotInitialized (with its hint) for a sink
+// that holds no manifest; any other failure to read it is left to open,
+// which retries and reports it in its place.
+func initialized(ctx context.Context, o Options) error {
+	sink, err := o.OpenSink(ctx, func() {})
+	if err != nil {
+		return err
+	}
+	if _, _, err := manifest.Load(ctx, sink); errors.Is(err, cdc.ErrNotInitialized) {
+		return o.Capture.NotInitialized(err)
+	}
+	return nil
 }
 
 // open opens the sink through the metrics, locks and probes it, opens the
