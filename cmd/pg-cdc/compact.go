@@ -18,9 +18,18 @@ func newCompactCmd(app *cli) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVar(&tables, "table", nil, "compact only this table (schema.table, as the manifest names it); repeatable")
 	cmd.RunE = app.onCapture(true, func(ctx context.Context, c *capture.Capture, cfg config.Config, cmd *cobra.Command) error {
-		rep, err := c.Compact(ctx, tables, capture.CompactOptions{MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
+		o := capture.CompactOptions{MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
-			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)})
+			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)}
+		p, closeCat, err := openPublisher(cfg, c.Log) // gc keeps what the catalog's snapshots name
+		if err != nil {
+			return err
+		}
+		defer closeCat()
+		if p != nil {
+			o.Referenced = p.Referenced
+		}
+		rep, err := c.Compact(ctx, tables, o)
 		if rep != nil {
 			rep.WriteText(cmd.OutOrStdout())
 		}

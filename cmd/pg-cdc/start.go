@@ -29,6 +29,7 @@ func newStartCmd(app *cli) *cobra.Command {
 			defer closeCat()
 			if p != nil {
 				o.Followers = append(o.Followers, p)
+				o.Compaction.Referenced = p.Referenced
 			}
 			return daemon.Run(ctx, o)
 		}),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/compact"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/merge"
 	"github.com/pg-cdc/pg-cdc/internal/postgres"
 	"github.com/pg-cdc/pg-cdc/internal/refs"
@@ -28,6 +29,9 @@ type CompactOptions struct {
 	Retention time.Duration
 	// KeepRetired is compact.CollectOptions.KeepRetired.
 	KeepRetired time.Duration
+	// Referenced is compact.CollectOptions.Referenced (a catalog's
+	// retained snapshots).
+	Referenced func(context.Context, *manifest.Manifest) (map[string]bool, error)
 }
 
 // Compact folds the deltas of tables (every table when none are named)
@@ -46,7 +50,7 @@ func (c *Capture) Compact(ctx context.Context, tables []string, o CompactOptions
 	}
 	opts := compact.Options{ScratchDir: filepath.Join(c.StateDir, "compact"), MemoryBytes: o.MemoryBytes,
 		TombstoneTTL: o.TombstoneTTL, TargetFileBytes: o.TargetFileBytes, Log: c.Log, Retention: o.Retention, KeepRetired: o.KeepRetired,
-		Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, c.Sink) }}
+		Referenced: o.Referenced, Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, c.Sink) }}
 	results, gc, err := compact.Pass(ctx, c.Sink, mc, ids, opts, o.GracePeriod)
 	return &CompactReport{Results: results, GC: gc}, err
 }

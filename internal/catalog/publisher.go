@@ -38,6 +38,12 @@ type Catalog interface {
 	MetadataLocation(ctx context.Context, id Ident) (string, error)
 }
 
+// Referencer is a Catalog that says which sink keys the snapshots a table
+// retains name (catalog/iceberg's Adapter): Publisher.Referenced.
+type Referencer interface {
+	Referenced(ctx context.Context, id Ident) (map[string]bool, error)
+}
+
 // Observer is told what the publisher did (internal/metrics implements it).
 type Observer interface {
 	// Published: table's Iceberg tables hold manifest version version,
@@ -454,4 +460,30 @@ func (p *Publisher) Follow(ctx context.Context, feed *manifest.Feed) error {
 func VersionOf(summary map[string]string) uint64 {
 	v, _ := strconv.ParseUint(summary[SummaryManifestVersion], 10, 64)
 	return v
+}
+
+// Referenced returns the sink keys that any Iceberg snapshot retained for
+// a table of m names: pg-cdc's garbage collection keeps them whatever
+// their age (compact.CollectOptions.Referenced), so no retained snapshot
+// ever names a deleted file — not an idle table's, whose snapshots expire
+// only when it is next committed to, nor one snapshot_min_keep keeps past
+// snapshot_max_age. A catalog that cannot say is an error: collecting
+// without knowing could delete what a reader of the catalog needs.
+func (p *Publisher) Referenced(ctx context.Context, m *manifest.Manifest) (map[string]bool, error) {
+	r, ok := p.o.Catalog.(Referencer)
+	if !ok {
+		return nil, errors.New("the catalog cannot list the files its snapshots name")
+	}
+	out := map[string]bool{}
+	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
+		mt := m.Tables[key]
+		for _, id := range []Ident{ChangelogIdent(p.o.Prefix, mt.Schema, mt.Name), StateIdent(p.o.Prefix, mt.Schema, mt.Name)} {
+			keys, err := r.Referenced(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("files named by %s: %w", id, err)
+			}
+			maps.Copy(out, keys)
+		}
+	}
+	return out, nil
 }

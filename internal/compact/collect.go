@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -34,6 +35,12 @@ type CollectOptions struct {
 	// retirement, beyond Grace and Retention: a published Iceberg
 	// snapshot may still name it (catalog.Retention).
 	KeepRetired time.Duration
+	// Referenced returns the sink keys something outside the manifest
+	// still names (nil: nothing does): the files of the snapshots an
+	// Iceberg catalog retains (catalog.Publisher.Referenced). They are
+	// kept whatever their age; an error stops the collection before it
+	// deletes anything.
+	Referenced func(ctx context.Context, m *manifest.Manifest) (map[string]bool, error)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -110,6 +117,16 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 		return res, fmt.Errorf("collect garbage: %w", err)
 	}
 
+	if o.Referenced != nil {
+		named, err := o.Referenced(ctx, m)
+		if err != nil {
+			return res, fmt.Errorf("collect garbage: %w", err)
+		}
+		if keep == nil {
+			keep = map[string]bool{}
+		}
+		maps.Copy(keep, named)
+	}
 	cutoff := now.Add(-o.Grace)
 	retiredCutoff := now.Add(-max(o.Grace, o.Retention, o.KeepRetired))
 	live := referenced(m)

@@ -81,6 +81,8 @@ type Options struct {
 	Pinned    func(context.Context) ([]uint64, error)
 	// KeepRetired is CollectOptions.KeepRetired.
 	KeepRetired time.Duration
+	// Referenced is CollectOptions.Referenced.
+	Referenced func(context.Context, *manifest.Manifest) (map[string]bool, error)
 }
 
 func (o *Options) defaults() {
@@ -429,7 +431,7 @@ func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []
 	if ctx.Err() != nil {
 		return results, CollectResult{}, errors.Join(errs...)
 	}
-	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, KeepRetired: opts.KeepRetired, Now: opts.Now})
+	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, KeepRetired: opts.KeepRetired, Referenced: opts.Referenced, Now: opts.Now})
 	if err != nil {
 		errs = append(errs, err)
 	} else if gc.Retired+gc.Orphans+gc.LogDeleted > 0 {

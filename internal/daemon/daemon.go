@@ -101,6 +101,9 @@ type CompactionOptions struct {
 	// KeepRetired is compact.CollectOptions.KeepRetired (a catalog's
 	// snapshots may name retired files).
 	KeepRetired time.Duration
+	// Referenced is compact.CollectOptions.Referenced: the files the
+	// catalog's retained snapshots name.
+	Referenced func(context.Context, *manifest.Manifest) (map[string]bool, error)
 }
 
 // Follower is work that follows the committed manifest versions beside the
@@ -302,7 +305,7 @@ func (d *daemon) startBackground(background *stage) {
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
 				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, KeepRetired: co.KeepRetired,
-				Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, d.c.Sink) }}}
+				Referenced: co.Referenced, Pinned: func(ctx context.Context) ([]uint64, error) { return refs.Pinned(ctx, d.c.Sink) }}}
 		background.Go("compaction", l.run)
 	}
 	if o.ReconcileInterval > 0 {

@@ -51,6 +51,9 @@ type Adapter struct {
 	// changes, so a new one (by any writer) is read afresh.
 	mu   sync.Mutex
 	held map[string]heldFiles
+	// manifests caches the sink keys each Iceberg manifest names, by its
+	// path (Referenced): a manifest is never rewritten.
+	manifests map[string][]string
 }
 
 // heldFiles are the data files of one snapshot of a table.
@@ -61,7 +64,7 @@ type heldFiles struct {
 
 // New adapts cat, whose tables' files are under warehouse.
 func New(cat icecat.Catalog, warehouse string) *Adapter {
-	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}}
+	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}, manifests: map[string][]string{}}
 }
 
 // Location is a sink key's location in the warehouse.
@@ -478,6 +481,62 @@ func samePaths(data []iceberg.DataFile, files []manifest.File, a *Adapter) bool 
 		}
 	}
 	return true
+}
+
+// Referenced returns the sink keys that any snapshot the table retains
+// names (data and delete files), for pg-cdc's garbage collection to keep:
+// an expired snapshot's files are pg-cdc's to delete, a retained one's are
+// not, whatever their age (an idle table's snapshots, those
+// snapshot_min_keep keeps). A table that does not exist names none.
+func (a *Adapter) Referenced(ctx context.Context, id catalog.Ident) (map[string]bool, error) {
+	tbl, err := a.cat.LoadTable(ctx, ident(id))
+	if errors.Is(err, icecat.ErrNoSuchTable) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	read := map[string]bool{}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		mfs, err := snap.Manifests(fs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: manifests of snapshot %d: %w", id, snap.SnapshotID, err)
+		}
+		for _, mf := range mfs {
+			path := mf.FilePath()
+			if read[path] {
+				continue
+			}
+			read[path] = true
+			a.mu.Lock()
+			keys, ok := a.manifests[path]
+			a.mu.Unlock()
+			if !ok {
+				entries, err := mf.FetchEntries(fs, true)
+				if err != nil {
+					return nil, fmt.Errorf("%s: manifest %s: %w", id, path, err)
+				}
+				keys = make([]string, 0, len(entries))
+				for _, e := range entries {
+					if k := a.key(e.DataFile().FilePath()); k != "" {
+						keys = append(keys, k)
+					}
+				}
+				a.mu.Lock()
+				a.manifests[path] = keys
+				a.mu.Unlock()
+			}
+			for _, k := range keys {
+				out[k] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // entries are the data and delete files of tbl's current snapshot.

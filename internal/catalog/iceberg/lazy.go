@@ -91,6 +91,14 @@ func (l *Lazy) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duratio
 	return ad.Expire(ctx, id, maxAge, keep)
 }
 
+func (l *Lazy) Referenced(ctx context.Context, id catalog.Ident) (map[string]bool, error) {
+	ad, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ad.Referenced(ctx, id)
+}
+
 func (l *Lazy) MetadataLocation(ctx context.Context, id catalog.Ident) (string, error) {
 	ad, err := l.get(ctx)
 	if err != nil {

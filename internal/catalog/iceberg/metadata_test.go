@@ -43,4 +43,20 @@ func TestMetadataBounded(t *testing.T) {
 	if got := len(scan(t, cat, id)); got != 3+versions {
 		t.Errorf("the changelog reads %d rows, want %d: expiry must delete no data file", got, 3+versions)
 	}
+	// What the retained snapshots name, for pg-cdc's garbage collection:
+	// every change file (the base and the 40 deltas), nothing else.
+	m := s.mc.Current()
+	named, err := p.Referenced(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := catalog.ChangeFiles(m.Tables["public.t"])
+	if len(named) != len(files) || len(files) != 1+versions {
+		t.Errorf("retained snapshots name %d files, want the %d change files", len(named), len(files))
+	}
+	for _, f := range files {
+		if !named[f.Path] {
+			t.Errorf("%s is not named", f.Path)
+		}
+	}
 }
