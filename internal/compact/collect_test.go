@@ -263,12 +263,16 @@ func TestCollectPrunesHistory(t *testing.T) {
 func TestCollectKeepsWhatTheCatalogNames(t *testing.T) {
 	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
 	f := newHistoryFixture(t, func(time.Time) time.Time { return time.Now() })
-	named := func(context.Context, *manifest.Manifest) (map[string]bool, error) { return map[string]bool{f.file: true}, nil }
+	named := func(context.Context, *manifest.Manifest) (map[string]bool, error) {
+		return map[string]bool{f.file: true}, nil
+	}
 	f.collect(t, compact.CollectOptions{Grace: time.Hour, Retention: time.Hour, Referenced: named, Now: later})
 	if !f.present(t) {
 		t.Fatal("a file a retained Iceberg snapshot names was deleted")
 	}
-	down := func(context.Context, *manifest.Manifest) (map[string]bool, error) { return nil, errors.New("catalog down") }
+	down := func(context.Context, *manifest.Manifest) (map[string]bool, error) {
+		return nil, errors.New("catalog down")
+	}
 	if _, err := compact.Collect(context.Background(), f.store, openCommitter(t, f.store), compact.CollectOptions{Grace: time.Hour, Retention: time.Hour, Referenced: down, Now: later}); err == nil || !strings.Contains(err.Error(), "catalog down") {
 		t.Errorf("collect with the catalog down: %v", err)
 	}
