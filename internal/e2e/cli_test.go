@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,13 @@ func TestOperatorErrors(t *testing.T) {
 	// start before init: not initialized.
 	if code, out := e.run("start"); code != 18 || !strings.Contains(out, "pg-cdc init") {
 		t.Errorf("start before init: exit %d, want 18 with a hint to run init:\n%s", code, out)
+	}
+	// ... having written nothing: no _pgcdc/ in the sink, no run artifacts.
+	if _, err := os.Stat(e.sink + "/_pgcdc"); err == nil {
+		t.Error("start before init made _pgcdc/ in the sink")
+	}
+	if runs, _ := filepath.Glob(filepath.Join(e.dir, "state", "runs", "*")); len(runs) > 0 {
+		t.Errorf("start before init wrote run artifacts: %v", runs)
 	}
 	// REPLICA IDENTITY NOTHING is refused with the fix.
 	code, out := e.run("init")
