@@ -28,12 +28,12 @@ import (
 //     alternating, each until durable in the manifest; the ratio is the
 //     cost to the durability path (goal ≥ 0.95×);
 //   - the publisher alone, in process: --catalog-versions manifest
-//     versions of a filesystem sink, one delta file of 1,000 rows each
-//     (a flush a second, on a simulated clock), a compaction every 60,
-//     each published by catalog.Publisher on the SQL catalog as pg-cdc
-//     start does, with catalog.iceberg.snapshot_max_age 60 s and
-//     snapshot_min_keep 10: the time each publication takes and the
-//     metadata the catalog keeps after them all.
+//     versions of a filesystem sink, one delta file of 1,000 rows each,
+//     a compaction every 60, each published by catalog.Publisher on the
+//     SQL catalog as pg-cdc start does, back to back, with
+//     catalog.iceberg.snapshot_max_age 10 s and snapshot_min_keep 10:
+//     the time each publication takes and the metadata the catalog keeps
+//     after them all.
 type catalogResult struct {
 	rows     int
 	off, on  []float64 // rows/s per repetition
@@ -124,6 +124,9 @@ func (h *harness) catalogDrain(ctx context.Context, res *catalogResult) error {
 }
 
 // catalogPublisher publishes res.versions synthetic versions in process.
+// catalogMaxAge is snapshot_max_age of the in-process publisher.
+const catalogMaxAge = 10 * time.Second
+
 func (h *harness) catalogPublisher(ctx context.Context, res *catalogResult) error {
 	res.versions = h.o.catalogVersions
 	dir := filepath.Join(h.dir, "catalog-publisher")
@@ -140,8 +143,11 @@ func (h *harness) catalogPublisher(ctx context.Context, res *catalogResult) erro
 		return err
 	}
 	defer closeCat()
-	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, SnapshotMaxAge: time.Minute, SnapshotMinKeep: 10,
-		Positions: iceberg.Tombstones(sink.root), Now: func() time.Time { return sink.now }})
+	// Iceberg expires by the wall clock: the versions are published back
+	// to back, so a short snapshot_max_age stands for a day at a flush a
+	// second.
+	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, SnapshotMaxAge: catalogMaxAge, SnapshotMinKeep: 10,
+		Positions: iceberg.Tombstones(sink.root)})
 	var flushes, compactions []float64
 	for v := 1; v <= res.versions; v++ {
 		var m *manifest.Manifest
@@ -363,10 +369,10 @@ func (r *report) renderCatalog(p func(string, ...any)) {
 	dr := ratios(c.on, c.off)
 	p("**The stream with the publisher beside it.** One backlog of %s inserts (%s-row transactions) drained by `pg-cdc start` until durable in the manifest, with `catalog.type: none` and with `catalog.type: iceberg` (the embedded SQL catalog, publishing every committed version beside the stream), alternating, %d repetitions each: %s rows/s without, %s rows/s with the publisher; **ratio %s** (goal ≥ 0.95×: %s).\n\n",
 		count(c.rows), count(r.opts.txnRows), len(c.on), bench.Summarize(c.off).Range(f0), bench.Summarize(c.on).Range(f0), dr.Range(ratio), yes(dr.Median >= 0.95))
-	p("**The publisher alone**, in process, as `pg-cdc start` runs it: %d manifest versions of a filesystem sink (a flush a second on a simulated clock, each one delta file of 1,000 rows; a compaction every 60th version, which replaces the state table's files), each published to the embedded SQL catalog with `snapshot_max_age` 60 s and `snapshot_min_keep` 10.\n\n", c.versions)
+	p("**The publisher alone**, in process, as `pg-cdc start` runs it: %d manifest versions of a filesystem sink (each one delta file of 1,000 rows; a compaction every 60th version, which replaces the state table's files), published to the embedded SQL catalog back to back, with `snapshot_max_age` %s (Iceberg expires by the wall clock) and `snapshot_min_keep` 10. The time of a publication grows with the snapshots a table retains (each commit rewrites the metadata file that lists them all): at a flush a second, `snapshot_max_age` decides how large that file gets.\n\n", c.versions, catalogMaxAge)
 	p("| | time per version |\n| --- | --- |\n")
 	p("| a flush (one file added to the changelog) | median %.1f ms (%.1f–%.1f), p99 %.1f ms, max %.1f ms |\n", c.publish.Median*1000, c.publish.Min*1000, c.publish.Max*1000, c.p99*1000, c.max*1000)
 	p("| a compaction (state table replaced, changelog unchanged) | median %.1f ms (%.1f–%.1f), %d of them |\n\n", c.compact.Median*1000, c.compact.Min*1000, c.compact.Max*1000, c.compact.N)
 	p("After the %d versions: `_pgcdc/iceberg/` holds %s in %d files (%s half-way), the changelog's current metadata file is %s, the SQLite catalog %s; the changelog retains %d snapshots. ", c.versions, bytesIEC(c.metaBytes), c.metaFiles, bytesIEC(c.atHalf), bytesIEC(c.metaJSON), bytesIEC(c.catalogDB), c.snapshots)
-	p("Expiry bounds the snapshots (and so the current metadata file); the metadata files of earlier commits and the manifests of expired snapshots stay on disk, so the directory grows with the versions published.\n\n")
+	p("Expiry bounds the snapshots (and so the current metadata file); only the 20 newest metadata files are kept; manifests are merged (`commit.manifest-merge.enabled`), but the manifests and manifest lists of expired snapshots stay on disk, so the directory grows with the versions published.\n\n")
 }

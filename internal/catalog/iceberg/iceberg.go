@@ -24,6 +24,7 @@ import (
 
 	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
+	icebergio "github.com/apache/iceberg-go/io"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
@@ -51,8 +52,8 @@ type Adapter struct {
 	// changes, so a new one (by any writer) is read afresh.
 	mu   sync.Mutex
 	held map[string]heldFiles
-	// manifests caches the sink keys each Iceberg manifest names, by its
-	// path (Referenced): a manifest is never rewritten.
+	// manifests caches the file paths each Iceberg manifest names, by its
+	// path (manifestPaths): a manifest is never rewritten.
 	manifests map[string][]string
 }
 
@@ -121,16 +122,29 @@ func (a *Adapter) Load(ctx context.Context, id catalog.Ident) (catalog.Published
 		pub.Files = h.files
 		return pub, true, nil
 	}
-	data, _, err := a.entries(ctx, tbl)
+	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return catalog.Published{}, false, err
 	}
-	for _, df := range data {
-		k := a.key(df.FilePath())
-		if k == "" {
-			return catalog.Published{}, false, fmt.Errorf("%s: data file %s is outside the warehouse %s", id, df.FilePath(), a.warehouse)
+	mfs, err := snap.Manifests(fs)
+	if err != nil {
+		return catalog.Published{}, false, fmt.Errorf("%s: manifests of snapshot %d: %w", id, snap.SnapshotID, err)
+	}
+	for _, mf := range mfs {
+		if mf.ManifestContent() != iceberg.ManifestContentData {
+			continue
 		}
-		pub.Files[k] = true
+		paths, err := a.manifestPaths(fs, mf)
+		if err != nil {
+			return catalog.Published{}, false, fmt.Errorf("%s: %w", id, err)
+		}
+		for _, path := range paths {
+			k := a.key(path)
+			if k == "" {
+				return catalog.Published{}, false, fmt.Errorf("%s: data file %s is outside the warehouse %s", id, path, a.warehouse)
+			}
+			pub.Files[k] = true
+		}
 	}
 	a.mu.Lock()
 	a.held[id.String()] = heldFiles{snapshot: snap.SnapshotID, files: pub.Files}
@@ -181,6 +195,7 @@ func schema(s icebergschema.Schema) (*iceberg.Schema, error) {
 var metadataBound = iceberg.Properties{
 	table.MetadataDeleteAfterCommitEnabledKey: "true",
 	table.MetadataPreviousVersionsMaxKey:      "20",
+	table.ManifestMergeEnabledKey:             "true",
 }
 
 // Create makes the table (and each level of its namespace) and pushes the
@@ -513,30 +528,44 @@ func (a *Adapter) Referenced(ctx context.Context, id catalog.Ident) (map[string]
 				continue
 			}
 			read[path] = true
-			a.mu.Lock()
-			keys, ok := a.manifests[path]
-			a.mu.Unlock()
-			if !ok {
-				entries, err := mf.FetchEntries(fs, true)
-				if err != nil {
-					return nil, fmt.Errorf("%s: manifest %s: %w", id, path, err)
-				}
-				keys = make([]string, 0, len(entries))
-				for _, e := range entries {
-					if k := a.key(e.DataFile().FilePath()); k != "" {
-						keys = append(keys, k)
-					}
-				}
-				a.mu.Lock()
-				a.manifests[path] = keys
-				a.mu.Unlock()
+			paths, err := a.manifestPaths(fs, mf)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", id, err)
 			}
-			for _, k := range keys {
-				out[k] = true
+			for _, p := range paths {
+				if k := a.key(p); k != "" {
+					out[k] = true
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// manifestPaths are the file paths of mf's live entries, read once per
+// manifest: a manifest is never rewritten, and a table's every snapshot
+// lists all its manifests, so reading them afresh at each version grows
+// with the table's history (the publisher loads every table at every
+// version).
+func (a *Adapter) manifestPaths(fs icebergio.IO, mf iceberg.ManifestFile) ([]string, error) {
+	a.mu.Lock()
+	paths, ok := a.manifests[mf.FilePath()]
+	a.mu.Unlock()
+	if ok {
+		return paths, nil
+	}
+	entries, err := mf.FetchEntries(fs, true)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", mf.FilePath(), err)
+	}
+	paths = make([]string, len(entries))
+	for i, e := range entries {
+		paths[i] = e.DataFile().FilePath()
+	}
+	a.mu.Lock()
+	a.manifests[mf.FilePath()] = paths
+	a.mu.Unlock()
+	return paths, nil
 }
 
 // entries are the data and delete files of tbl's current snapshot.
