@@ -109,12 +109,15 @@ func notFound(err error) bool {
 	return errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// refused classifies a write the operating system refused for good — no
-// permission, a read-only file system — as a configuration error (exit
-// 2): retrying it for minutes as if the disk were busy only hides that
-// the sink's directory must be made writable. Other errors are unchanged.
+// refused classifies a write the operating system refused for want of
+// permission (EACCES, EPERM) as a configuration error (exit 2): retrying
+// it for minutes as if the disk were busy only hides that the sink's
+// directory must be made writable. A read-only file system (EROFS) stays
+// transient: a remount or a storage failover puts it back, and the stream
+// survives it by retrying (deploy/test-harness inject-sink-failure
+// readonly). Other errors are unchanged.
 func (s *Store) refused(err error) error {
-	if err == nil || !errors.Is(err, iofs.ErrPermission) && !errors.Is(err, syscall.EROFS) {
+	if err == nil || !errors.Is(err, iofs.ErrPermission) {
 		return err
 	}
 	return &cdc.Error{Class: cdc.ErrUsage, Msg: fmt.Sprintf("filesystem sink %s refused a write", s.root), Cause: err,
