@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,6 +113,14 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 	if err != nil {
 		return res, fmt.Errorf("collect garbage: %w", err)
 	}
+	// The manifest as it is after the listing: a flush that committed
+	// since m was read names files m does not (they are not orphans), and
+	// the one in flight uploads the epoch after it.
+	after := m
+	if err := mc.Refresh(ctx); err == nil {
+		after = mc.Current()
+	}
+	liveAfter := referenced(after)
 	keep, err := collectHistory(ctx, store, m, objects, now, o, &res)
 	if err != nil {
 		return res, fmt.Errorf("collect garbage: %w", err)
@@ -154,6 +163,16 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 	current := currentGenerations(m)
 	for _, obj := range objects {
 		if strings.HasPrefix(obj.Key, "_pgcdc/") || !strings.HasSuffix(obj.Key, ".parquet") || live[obj.Key] || listed[obj.Key] {
+			continue
+		}
+		if liveAfter[obj.Key] || inFlight(obj.Key, after.Epoch) {
+			// A flush uploads its files before the manifest names them,
+			// always as the epoch after the manifest's: they are not
+			// orphans, however long the flush takes (a flush slower than
+			// gc.grace_period lost its files to a collection beside it:
+			// TestCompactionBesideStreamer/s3 under load). A killed
+			// flush's leftovers become orphans once a later epoch commits.
+			res.Waiting++
 			continue
 		}
 		if building(obj.Key, current) {
@@ -303,4 +322,16 @@ func referenced(m *manifest.Manifest) map[string]bool {
 		}
 	}
 	return live
+}
+
+// inFlight reports whether key is a delta file of the epoch after epoch:
+// one a flush has uploaded and not committed yet (a flush always commits
+// the manifest's epoch + 1; manifest.FileKey's .../delta/<epoch>/part-N).
+func inFlight(key string, epoch uint64) bool {
+	parts := strings.Split(key, "/")
+	if len(parts) < 3 || parts[len(parts)-3] != string(manifest.KindDelta) {
+		return false
+	}
+	e, err := strconv.ParseUint(parts[len(parts)-2], 10, 64)
+	return err == nil && e == epoch+1
 }

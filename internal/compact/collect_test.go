@@ -285,3 +285,25 @@ func TestCollectKeepsWhatTheCatalogNames(t *testing.T) {
 		t.Fatal("a retired file nothing names any more was kept")
 	}
 }
+
+// TestCollectKeepsAFlushInFlight: a delta file of the epoch after the
+// manifest's is a flush's upload not committed yet, kept however old;
+// an unnamed delta file of a committed epoch is an orphan.
+func TestCollectKeepsAFlushInFlight(t *testing.T) {
+	f := newHistoryFixture(t, func(time.Time) time.Time { return time.Now() })
+	m := openCommitter(t, f.store).Current()
+	inFlight := manifest.FileKey(testTable.ID, gen, manifest.KindDelta, m.Epoch+1, 0)
+	orphan := manifest.FileKey(testTable.ID, gen, manifest.KindDelta, m.Epoch, 7)
+	for _, k := range []string{inFlight, orphan} {
+		if err := f.store.Put(context.Background(), k, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.collect(t, compact.CollectOptions{Grace: time.Hour, Retention: time.Hour, Now: func() time.Time { return time.Now().Add(48 * time.Hour) }})
+	if _, err := f.store.Get(context.Background(), inFlight); err != nil {
+		t.Errorf("a flush's upload of epoch %d (manifest at %d) was collected: %v", m.Epoch+1, m.Epoch, err)
+	}
+	if _, err := f.store.Get(context.Background(), orphan); err == nil {
+		t.Errorf("an orphan of committed epoch %d was kept", m.Epoch)
+	}
+}

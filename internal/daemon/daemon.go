@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"log/slog"
 	"path/filepath"
@@ -216,6 +217,17 @@ func initialized(ctx context.Context, o Options) error {
 		return err
 	}
 	if _, _, err := manifest.Load(ctx, sink); errors.Is(err, cdc.ErrNotInitialized) {
+		// An object store that ignores conditional writes is the graver
+		// problem (exit 14) and is said first; a filesystem sink (it locks,
+		// and its conditional writes are its own) is not probed, which
+		// would make its _pgcdc/.
+		if _, local := sink.(blob.Locker); !local {
+			c := *o.Capture
+			c.Sink = sink
+			if perr := c.ProbeSink(ctx); perr != nil {
+				return perr
+			}
+		}
 		return o.Capture.NotInitialized(err)
 	}
 	return nil
