@@ -80,7 +80,11 @@ func TestIcebergCatalogOutage(t *testing.T) {
 
 	// Streaming and publishing, before the outage.
 	waitPublished(t, e, base, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	// More versions committed and published while streaming, awaited
+	// rather than slept for.
+	v0 := e.manifest().Version
+	e.waitFor("three more manifest versions before the outage", 30*time.Second, func() bool { return e.manifest().Version >= v0+3 })
+	waitPublished(t, e, base, 30*time.Second)
 
 	// The outage.
 	failsBefore := counter(scrape(t, base), "pgcdc_catalog_failures_total", map[string]string{"table": faultTable})
