@@ -44,7 +44,7 @@ func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, fun
 	}
 	root := cfg.Storage.Path
 	p := catalog.New(catalog.Options{Catalog: ad, Prefix: ic.Namespace, Retention: cfg.History.Retention,
-		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, Log: log,
+		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, CommitInterval: ic.CommitInterval, Log: log,
 		// The tombstones a state table masks, read from the filesystem sink
 		// (the only one catalog.type iceberg publishes so far).
 		Positions: tombstones(root)})

@@ -77,9 +77,17 @@ type Options struct {
 	// (parquetfile.OpPositions over the sink): a compacted base's
 	// tombstones, which the state table masks.
 	Positions func(ctx context.Context, key string) ([]int64, error)
-	Observer  Observer
-	Now       func() time.Time
-	Log       *slog.Logger
+	// CommitInterval is catalog.iceberg.commit_interval: Follow publishes
+	// at most once per interval, always the newest version, so the
+	// versions committed within one interval become one Iceberg snapshot
+	// (0: every version as it lands).
+	CommitInterval time.Duration
+	// After is the timer Follow waits the commit interval on (nil:
+	// time.After).
+	After    func(time.Duration) <-chan time.Time
+	Observer Observer
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 // Publisher publishes manifest versions to a catalog. It is safe for
@@ -222,6 +230,9 @@ func New(o Options) *Publisher {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.After == nil {
+		o.After = time.After
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -410,6 +421,11 @@ const (
 	maxBackoff = time.Minute
 )
 
+// finalPublishTimeout bounds the publication of the version a commit
+// interval held when the daemon stops (under the daemon's 30 s for its
+// background work to stop).
+const finalPublishTimeout = 10 * time.Second
+
 // Name is the publisher's name among the daemon's followers.
 func (p *Publisher) Name() string { return "catalog publisher" }
 
@@ -417,34 +433,40 @@ func (p *Publisher) Name() string { return "catalog publisher" }
 // done: a failure is logged, counted and retried with a backoff (1 s
 // doubling to a minute), and a version that lands meanwhile is published
 // instead (the feed keeps only the newest: a publisher that falls behind
-// coalesces versions, one Iceberg snapshot for several). It never returns
-// an error but ctx's: the catalog can never stop the stream.
+// coalesces versions, one Iceberg snapshot for several). With a commit
+// interval, a version that lands within the interval after the last
+// publication waits for its end, and the newest version then is
+// published (the first one after a start never waits); when ctx ends
+// during that wait, the newest version is published at once (bounded by
+// finalPublishTimeout), so a stop neither waits the interval out nor
+// leaves the catalog an interval behind. It never returns an error but
+// ctx's: the catalog can never stop the stream.
 func (p *Publisher) Follow(ctx context.Context, feed *manifest.Feed) error {
-	var done *manifest.Manifest
+	var done *manifest.Manifest // the newest version published
+	var doneAt time.Time        // when its publication began
 	backoff := minBackoff
 	for {
 		m, err := feed.Next(ctx, done)
 		if err != nil {
 			return nil // ctx is done
 		}
-		_, err = p.Publish(ctx, m)
-		if p.o.Observer != nil {
-			switch {
-			case err == nil:
-				p.o.Observer.Behind(0, p.o.Now().Sub(m.Freshness()))
-			case done != nil:
-				p.o.Observer.Behind(m.Version-done.Version, p.o.Now().Sub(done.Freshness()))
-			default:
-				p.o.Observer.Behind(m.Version, p.o.Now().Sub(m.Freshness()))
+		if done != nil && p.o.CommitInterval > 0 {
+			m = p.hold(ctx, feed, done, doneAt.Add(p.o.CommitInterval))
+			if ctx.Err() != nil {
+				p.publishFinal(ctx, feed, done)
+				return nil
 			}
 		}
+		at := p.o.Now()
+		_, err = p.Publish(ctx, m)
+		p.behind(m, done, err == nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			p.o.Log.Warn("publishing to the catalog failed; retrying", "version", m.Version, "retry_in", backoff.String(), "err", err)
 			select {
-			case <-time.After(backoff):
+			case <-p.o.After(backoff):
 			case <-ctx.Done():
 				return nil
 			}
@@ -452,7 +474,64 @@ func (p *Publisher) Follow(ctx context.Context, feed *manifest.Feed) error {
 			continue // the same or a newer version, from the start
 		}
 		backoff = minBackoff
-		done = m
+		done, doneAt = m, at
+	}
+}
+
+// hold waits until the commit interval ends (until) or ctx is done, and
+// returns the newest version then. The lag it reports as each version
+// lands stays true while versions wait: they are committed and not yet
+// published.
+func (p *Publisher) hold(ctx context.Context, feed *manifest.Feed, done *manifest.Manifest, until time.Time) *manifest.Manifest {
+	var tick <-chan time.Time
+	if wait := until.Sub(p.o.Now()); wait > 0 {
+		tick = p.o.After(wait)
+	}
+	for {
+		// The feed holds a version newer than done (Follow's Next said
+		// so), and only ever moves to newer ones.
+		m, wake := feed.Watch()
+		if tick == nil {
+			return m
+		}
+		p.behind(m, done, false)
+		select {
+		case <-tick:
+			return m
+		case <-ctx.Done():
+			return m
+		case <-wake:
+		}
+	}
+}
+
+// publishFinal publishes the newest version once when Follow stops during
+// a commit interval (ctx is done: a context of its own, bounded).
+func (p *Publisher) publishFinal(ctx context.Context, feed *manifest.Feed, done *manifest.Manifest) {
+	m := feed.Latest()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalPublishTimeout)
+	defer cancel()
+	_, err := p.Publish(fctx, m)
+	p.behind(m, done, err == nil)
+	if err != nil {
+		p.o.Log.Warn("publishing the newest version to the catalog on stop failed; the next start publishes it", "version", m.Version, "err", err)
+	}
+}
+
+// behind tells the observer how far the catalog is behind m after an
+// attempt to publish it (published: it succeeded), done being the newest
+// version published before (nil: none since the start).
+func (p *Publisher) behind(m, done *manifest.Manifest, published bool) {
+	if p.o.Observer == nil {
+		return
+	}
+	switch {
+	case published:
+		p.o.Observer.Behind(0, p.o.Now().Sub(m.Freshness()))
+	case done != nil:
+		p.o.Observer.Behind(m.Version-done.Version, p.o.Now().Sub(done.Freshness()))
+	default:
+		p.o.Observer.Behind(m.Version, p.o.Now().Sub(m.Freshness()))
 	}
 }
 

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,103 @@ func TestFollowRetries(t *testing.T) {
 		t.Errorf("published %+v", got)
 	}
 	if st := p.Status(); st.Version != 4 || st.Err != "" {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// fakeTimer is Options.After under the test's control: fire ends the wait
+// Follow asked for.
+type fakeTimer struct {
+	asked chan time.Duration
+	fire  chan time.Time
+}
+
+func (f *fakeTimer) After(d time.Duration) <-chan time.Time {
+	f.asked <- d
+	return f.fire
+}
+
+// awaitBehind waits until the publisher reports versions behind.
+func (s *seen) awaitBehind(t *testing.T, versions uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		ok := slices.Contains(s.behind, versions)
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("the publisher never reported %d versions behind", versions)
+}
+
+// TestFollowCommitInterval: with a commit interval, the first version is
+// published at once; the versions that land within the interval wait for
+// its end (reported as lag meanwhile) and become one commit of the newest;
+// a stop during the interval publishes the newest version at once instead
+// of waiting the interval out.
+func TestFollowCommitInterval(t *testing.T) {
+	cat := &memCatalog{tables: map[string]Published{}}
+	obs := &seen{caughtUp: make(chan struct{}, 1)}
+	timer := &fakeTimer{asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
+	p := New(Options{Catalog: cat, Retention: time.Hour, Observer: obs, CommitInterval: time.Hour, After: timer.After})
+	feed := manifest.NewFeed()
+	version := func(v uint64, deltas ...string) *manifest.Manifest {
+		return &manifest.Manifest{Version: v, Tables: map[string]*manifest.Table{"public.t": table(false, []string{"b0"}, deltas...)}}
+	}
+	feed.Publish(version(1))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Follow(ctx, feed) }()
+	select {
+	case <-obs.caughtUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first version was not published at once")
+	}
+	feed.Publish(version(2, "d1"))
+	if d := <-timer.asked; d <= 0 || d > time.Hour {
+		t.Fatalf("Follow waits %v, want the rest of the hour", d)
+	}
+	feed.Publish(version(3, "d1", "d2"))
+	feed.Publish(version(4, "d1", "d2", "d3"))
+	obs.awaitBehind(t, 3) // versions 2..4 wait, and the lag says so
+	if got := cat.tables["pgcdc_changelog.public.t"].ManifestVersion; got != 1 {
+		t.Fatalf("published version %d within the interval, want 1", got)
+	}
+	timer.fire <- now
+	select {
+	case <-obs.caughtUp:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interval ended and nothing was published")
+	}
+	obs.mu.Lock()
+	commits := obs.commits
+	obs.mu.Unlock()
+	if got := cat.tables["pgcdc_changelog.public.t"]; commits != 2 || got.ManifestVersion != 4 || !got.Files["d3"] {
+		t.Fatalf("%d commits, published %+v; want 2 commits, the second of version 4", commits, got)
+	}
+
+	// A version held by the interval when Follow stops is published then.
+	obs.mu.Lock()
+	obs.behind = nil
+	obs.mu.Unlock()
+	feed.Publish(version(5, "d1", "d2", "d3", "d4"))
+	<-timer.asked
+	obs.awaitBehind(t, 1)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow waited the interval out after its context ended")
+	}
+	if got := cat.tables["pgcdc_changelog.public.t"]; got.ManifestVersion != 5 || !got.Files["d4"] {
+		t.Errorf("on stop, published %+v; want version 5", got)
+	}
+	if st := p.Status(); st.Version != 5 || st.Err != "" {
 		t.Errorf("status %+v", st)
 	}
 }

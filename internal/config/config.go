@@ -364,6 +364,11 @@ type IcebergConfig struct {
 	// collection keeps a retired file history.retention + the age.
 	SnapshotMaxAge  time.Duration
 	SnapshotMinKeep int
+	// CommitInterval (catalog.iceberg.commit_interval) is the least time
+	// between two publications: the versions committed meanwhile become
+	// one Iceberg snapshot of the newest. Default 60s; 0 publishes every
+	// manifest version.
+	CommitInterval time.Duration
 }
 
 // ServeConfig is the "serve" section: pg-cdc serve and pg-cdc mcp (REST,
@@ -537,7 +542,7 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
-		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10}},
+		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10, CommitInterval: time.Minute}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{

@@ -425,7 +425,7 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1},
 		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
 			MaxConcurrent: 1, QueueWait: time.Second, MaxStreams: 1, VersionGrace: time.Second, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}, AllowedHosts: []string{"1"}},
-		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Properties: map[string]string{"s.t.c": "v"}, Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1}},
+		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Properties: map[string]string{"s.t.c": "v"}, Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1, CommitInterval: time.Second}},
 		Log:     LogConfig{Level: "v", Format: "v"},
 		Types:   map[string]string{"s.t.c": "v"},
 	}) {
@@ -589,6 +589,7 @@ func TestCatalogConfig(t *testing.T) {
 		{"    type: glue\n    namespace: cdc__x\n", "catalog.iceberg.namespace"},
 		{"    type: hive\n", "catalog.iceberg.type"},
 		{"    mode: merge-on-read\n", "catalog.iceberg.mode"},
+		{"    commit_interval: -1s\n", "catalog.iceberg.commit_interval"},
 		{"    type: rest\n    uri: http://127.0.0.1:8181\n    properties:\n      uri: x\n", "catalog.iceberg.properties"},
 	} {
 		_, err := Parse([]byte(base+c.yaml), "t.yml", nil)

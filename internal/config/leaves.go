@@ -129,6 +129,7 @@ func leaves(c *Config) []leaf {
 		{"catalog.iceberg.mode", &c.Catalog.Iceberg.Mode},
 		{"catalog.iceberg.snapshot_max_age", &c.Catalog.Iceberg.SnapshotMaxAge},
 		{"catalog.iceberg.snapshot_min_keep", &c.Catalog.Iceberg.SnapshotMinKeep},
+		{"catalog.iceberg.commit_interval", &c.Catalog.Iceberg.CommitInterval},
 		{"metrics.listen", &c.Metrics.Listen},
 		{"metrics.liveness_timeout", &c.Metrics.LivenessTimeout},
 		{"metrics.readiness_max_lag", &c.Metrics.ReadinessMaxLag},

@@ -438,6 +438,9 @@ func (c Config) validateCatalog(p *problems) {
 		p.got("catalog.iceberg.snapshot_max_age", ic.SnapshotMaxAge, "must be > 0")
 	}
 	p.positive("catalog.iceberg.snapshot_min_keep", int64(ic.SnapshotMinKeep))
+	if ic.CommitInterval < 0 {
+		p.got("catalog.iceberg.commit_interval", ic.CommitInterval, "must be >= 0 (0 publishes every manifest version)")
+	}
 }
 
 // tokenHash is a serve token's hash as the configuration holds it.

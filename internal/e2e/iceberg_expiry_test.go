@@ -45,6 +45,7 @@ func TestIcebergExpiryVsGC(t *testing.T) {
 	e := newEnv(t, envOptions{extraYAML: `catalog:
   type: iceberg
   iceberg:
+    commit_interval: 0s
     snapshot_max_age: 2s
     snapshot_min_keep: 2
 history:

@@ -64,6 +64,7 @@ func TestIcebergCatalogOutage(t *testing.T) {
 	e := newEnv(t, envOptions{extraYAML: fmt.Sprintf(`catalog:
   type: iceberg
   iceberg:
+    commit_interval: 0s
     type: rest
     uri: %s
     properties:

@@ -54,7 +54,7 @@ var iceMeta = []iceCol{{"__op", "str"}, {"__lsn", "int"}, {"__seq", "int"}, {"__
 func TestIcebergChangelog(t *testing.T) {
 	waitBound(t)
 	mods := ensureIcebird(t)
-	const catalogYAML = "catalog:\n  type: iceberg\n"
+	const catalogYAML = "catalog:\n  type: iceberg\n  iceberg:\n    commit_interval: 0s\n"
 	e := newEnv(t, envOptions{extraYAML: catalogYAML})
 	s := e.startSampler()
 	const table = "public.ice"

@@ -65,6 +65,15 @@ func (f *Feed) Latest() *Manifest {
 	return f.latest
 }
 
+// Watch returns the newest version published (nil: none) and a channel
+// closed once a newer one is: for a follower that waits on something else
+// too (a timer) and must still see the versions that land meanwhile.
+func (f *Feed) Watch() (*Manifest, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.latest, f.wake
+}
+
 // Next waits until a version newer than after (nil: any) is published and
 // returns the newest one, or ctx's error. Versions published meanwhile
 // that were overtaken are skipped.
