@@ -40,6 +40,7 @@ func (app *cli) readerCommand(server bool, fn readCommand) func(*cobra.Command, 
 			TempDir: filepath.Join(cfg.State.Path, "query"),
 			Limits: query.Limits{MemoryBytes: q.MemoryBytes, Threads: q.Threads, Timeout: q.Timeout,
 				MaxRows: q.MaxRows, MaxBytes: q.MaxBytes},
+			Isolation:      q.Isolation,
 			PrivateCacheIn: cfg.State.Path, Log: newLogger(cfg, cmd.ErrOrStderr()),
 		}
 		if server {

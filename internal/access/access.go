@@ -9,9 +9,12 @@ package access
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 )
 
 // Principal is an authenticated caller: the name its token was configured
@@ -60,6 +63,37 @@ type Record struct {
 	// Queued is the part of Duration spent waiting for a concurrency slot
 	// (serve.max_concurrent): what an operator sizing the cap looks at.
 	Queued time.Duration
+
+	// SQL is a query's text as the caller sent it (POST /v1/query, the
+	// MCP query tool); Params counts its bound parameters, whose values
+	// are never recorded (they are the caller's data, not the question).
+	SQL    string
+	Params int
+	// HashSQL records SQL as its SHA-256 and length only
+	// (serve.audit_sql: hash), for SQL whose literals must stay out of the
+	// log. The server that writes the record sets it, not the handler.
+	HashSQL bool
+	// Rule is the rule a refused query broke (readpath.RefusedError.Rule).
+	Rule string
+}
+
+// MaxAuditSQL is the most of a query's text one audit line holds; the
+// hash and length are always of the whole text. A request body may hold
+// 1 MiB of SQL, and one line of that size per request would let a caller
+// flood the log.
+const MaxAuditSQL = 16 << 10
+
+// Outcome is the record's result in one word: "refused" (a query rule),
+// "error" (any other failure: a status of 400 or more, or an error), or
+// "ok".
+func (r *Record) Outcome() string {
+	switch {
+	case r.Rule != "":
+		return "refused"
+	case r.Error != "" || r.Status >= 400:
+		return "error"
+	}
+	return "ok"
 }
 
 // Log writes r as one audit line (audit=true, like the operator actions'
@@ -88,6 +122,9 @@ func (r *Record) Log(log *slog.Logger) {
 	if r.Point != "" {
 		attrs = append(attrs, slog.String("as_of", r.Point))
 	}
+	if r.SQL != "" {
+		attrs = append(attrs, r.sqlAttrs()...)
+	}
 	attrs = append(attrs, slog.Int64("rows", r.Rows), slog.Bool("truncated", r.Truncated))
 	if r.Status != 0 {
 		attrs = append(attrs, slog.Int("status", r.Status))
@@ -96,10 +133,39 @@ func (r *Record) Log(log *slog.Logger) {
 	if r.Queued > 0 {
 		attrs = append(attrs, slog.Int64("queued_ms", r.Queued.Milliseconds()))
 	}
+	attrs = append(attrs, slog.String("outcome", r.Outcome()))
+	if r.Rule != "" {
+		attrs = append(attrs, slog.String("rule", r.Rule))
+	}
 	if r.Error != "" {
 		attrs = append(attrs, slog.String("err", r.Error))
 	}
 	log.LogAttrs(context.Background(), level, "read request", attrs...)
+}
+
+// sqlAttrs are the query's audit keys: its SHA-256 (hex, of the text as
+// sent) and length in bytes always, so the same query is found under
+// either setting; the text itself unless HashSQL, cut at MaxAuditSQL; the
+// number of parameters.
+func (r *Record) sqlAttrs() []slog.Attr {
+	sum := sha256.Sum256([]byte(r.SQL))
+	attrs := []slog.Attr{slog.String("sql_sha256", hex.EncodeToString(sum[:])), slog.Int("sql_bytes", len(r.SQL))}
+	if !r.HashSQL {
+		text := r.SQL
+		if len(text) > MaxAuditSQL {
+			cut := MaxAuditSQL
+			for cut > 0 && !utf8.RuneStart(text[cut]) { // never half a character
+				cut--
+			}
+			text = text[:cut]
+			attrs = append(attrs, slog.Bool("sql_truncated", true))
+		}
+		attrs = append(attrs, slog.String("sql", text))
+	}
+	if r.Params > 0 {
+		attrs = append(attrs, slog.Int("sql_params", r.Params))
+	}
+	return attrs
 }
 
 type principalKey struct{}

@@ -163,7 +163,7 @@ func (a *api) wrap(pattern string, h func(*api, http.ResponseWriter, *http.Reque
 			if p.Status >= 500 {
 				a.o.Log.Warn("rest request failed", slog.String("endpoint", pattern), slog.Any("err", err))
 			}
-			rec.Error = err.Error()
+			rec.Error, rec.Rule = err.Error(), p.Rule
 			writeProblem(w, r, p)
 		}
 	})

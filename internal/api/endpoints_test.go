@@ -283,6 +283,40 @@ func TestChanges(t *testing.T) {
 	}
 }
 
+// TestChangesCursorRefused: a cursor is validated whole before the feed is
+// read — one that would wrap the query (an LSN of 2^63 or more), has no
+// next position, does not parse, or is past the newest committed position
+// (0/308 here) is 400 bad_cursor naming the cursor, never a replay of the
+// feed from its start.
+func TestChangesCursorRefused(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ after, want string }{
+		{"80000000.0.9223372036854775807", "2^63 or more"}, // int64(LSN) would be math.MinInt64
+		{"FFFFFFFF.FFFFFFFF.0", "2^63 or more"},
+		{"7FFFFFFF.FFFFFFFF.9223372036854775807", "last position"},
+		{"0.0.9223372036854775808", "sequence"},
+		{"0.300", "want <hex>.<hex>.<seq>"},
+		{"0.0.1 ", "sequence"},
+		{"0.309.0", "past the newest committed position"},
+		{"0.309.9223372036854775807", "past the newest committed position"}, // the end-of-LSN form too
+		{"7FFFFFFF.0.-1", "past the newest committed position"},
+	} {
+		p := e.get("/v1/tables/public.orders/changes?after="+q(c.after), 400)
+		problemCode(t, p, "bad_cursor")
+		detail, _ := p["detail"].(string)
+		if p["parameter"] != "after" || !strings.Contains(detail, c.want) || !strings.Contains(detail, strings.TrimSpace(c.after)) {
+			t.Errorf("after=%q: %v; want parameter after and a detail naming the cursor and %q", c.after, p, c.want)
+		}
+	}
+	// The newest committed position itself, and the end of its LSN, are
+	// cursors: caught up, nothing after them.
+	for _, after := range []string{"0.308.0", "0.308.9223372036854775807"} {
+		if resp := e.get("/v1/tables/public.orders/changes?after="+q(after), 200); len(resp["changes"].([]any)) != 0 || resp["next_cursor"] != after {
+			t.Errorf("after=%s: %v", after, resp)
+		}
+	}
+}
+
 func TestQuery(t *testing.T) {
 	e := newEnv(t)
 	resp := e.do("POST", "/v1/query", `{"sql": "SELECT id, amount, status FROM public.orders WHERE id = ? OR status = ? ORDER BY id", "params": [2, "x' OR 1=1 --"]}`, 200)

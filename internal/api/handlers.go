@@ -234,6 +234,10 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) error {
 	if dec.More() {
 		return bad("bad_body", "body", "the body holds more than one JSON value")
 	}
+	// The audit record holds the question before anything can refuse it:
+	// a refused query is the one an auditor looks for.
+	rec := access.RecordFrom(r.Context())
+	rec.SQL, rec.Params = req.SQL, len(req.Params)
 	if strings.TrimSpace(req.SQL) == "" {
 		return bad("bad_body", "sql", "sql is missing or empty")
 	}
@@ -258,7 +262,6 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) error {
 			rows[i][j] = jsonValue(v, res.Columns[j].Type)
 		}
 	}
-	rec := access.RecordFrom(r.Context())
 	rec.Rows, rec.Truncated = int64(len(rows)), res.Truncated
 	return writeJSON(w, struct {
 		Version   uint64   `json:"version"`

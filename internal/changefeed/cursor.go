@@ -22,6 +22,12 @@ type Cursor struct {
 // MaxCursorLen bounds the text a cursor is parsed from.
 const MaxCursorLen = 64
 
+// MaxLSN is the largest LSN a cursor may hold. Change rows keep __lsn as a
+// signed 64-bit integer (BIGINT), so no row has an LSN of 2^63 or more, and
+// such a cursor, converted for the feed's query, would wrap to a negative
+// number and select the whole feed from its start.
+const MaxLSN = cdc.LSN(math.MaxInt64)
+
 // ErrCursor is the class of a cursor's text that is not a cursor.
 var ErrCursor = errors.New("bad cursor")
 
@@ -56,10 +62,53 @@ func (c *Cursor) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Next is the first position after c in (__lsn, __seq) order: the next
+// sequence number at c's LSN or, after the last one (Seq math.MaxInt64, the
+// form endOf gives: "after every change at this LSN"), the first sequence
+// number at the next LSN. ok is false when no position follows c within
+// the positions a change row can have (LSN at most MaxLSN): incrementing
+// would wrap to the start of the feed.
+func (c Cursor) Next() (next Cursor, ok bool) {
+	switch {
+	case c.LSN > MaxLSN:
+		return Cursor{}, false
+	case c.Seq < math.MaxInt64:
+		return Cursor{LSN: c.LSN, Seq: c.Seq + 1}, true
+	case c.LSN < MaxLSN:
+		return Cursor{LSN: c.LSN + 1, Seq: math.MinInt64}, true
+	}
+	return Cursor{}, false
+}
+
+// Check reports whether c is a position the feed can read after: an error
+// of class ErrCursor naming the cursor and what is wrong with it, or nil.
+// ParseCursor checks what it parses; Feed.Page checks its cursor too, as a
+// caller may build one.
+func (c Cursor) Check() error {
+	if why := c.flaw(); why != "" {
+		return fmt.Errorf("%w %s: %s", ErrCursor, c, why)
+	}
+	return nil
+}
+
+// flaw says what makes c no position to read after, or "".
+func (c Cursor) flaw() string {
+	if c.LSN > MaxLSN {
+		return fmt.Sprintf("LSN %s is 2^63 or more; a change's LSN is at most %s (the high part at most 7FFFFFFF)", c.LSN, MaxLSN)
+	}
+	if _, ok := c.Next(); !ok {
+		return fmt.Sprintf("sequence %d at LSN %s is the last position there is: no change can follow it", c.Seq, c.LSN)
+	}
+	return ""
+}
+
 // ParseCursor reads a cursor's text form (Cursor.String). The empty string
 // is the zero cursor. Anything else that is not exactly three dot-separated
 // parts — hex of at most 8 digits, hex of at most 8 digits, a decimal int64
-// — is an error of class ErrCursor saying what is wrong.
+// — or that is no position to read after (Check) is an error of class
+// ErrCursor naming the cursor and saying what is wrong. Whether the cursor
+// is past the newest committed change is for Feed.Page to say: only the
+// sink knows that.
 func ParseCursor(s string) (Cursor, error) {
 	if s == "" {
 		return Cursor{}, nil
@@ -83,7 +132,11 @@ func ParseCursor(s string) (Cursor, error) {
 	if err != nil {
 		return Cursor{}, fmt.Errorf("%w %q: sequence: %v", ErrCursor, s, err)
 	}
-	return Cursor{LSN: cdc.LSN(hi<<32 | lo), Seq: seq}, nil
+	c := Cursor{LSN: cdc.LSN(hi<<32 | lo), Seq: seq}
+	if why := c.flaw(); why != "" {
+		return Cursor{}, fmt.Errorf("%w %q: %s", ErrCursor, s, why)
+	}
+	return c, nil
 }
 
 func hex32(s string) (uint64, error) {

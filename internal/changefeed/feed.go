@@ -166,6 +166,9 @@ func (f *Feed) page(ctx context.Context, table string, after Cursor, limit int) 
 	if limit < 1 {
 		return nil, fmt.Errorf("change feed of %s: %w: limit %d, want at least 1", table, ErrLimit, limit)
 	}
+	if err := after.Check(); err != nil {
+		return nil, fmt.Errorf("change feed of %s: %w", table, err)
+	}
 	newest, err := f.r.Resolve(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("change feed of %s: newest version: %w", table, err)
@@ -174,9 +177,13 @@ func (f *Feed) page(ctx context.Context, table string, after Cursor, limit int) 
 	if mt == nil {
 		return nil, fmt.Errorf("change feed: %w %q", ErrUnknownTable, table)
 	}
-	if after.LSN > newest.Manifest.EndLSN && after.Seq != math.MaxInt64 {
-		return nil, fmt.Errorf("change feed of %s: %w: cursor %s is past the newest version's end LSN %s (a cursor of another sink?)",
-			table, ErrCursor, after, newest.Manifest.EndLSN)
+	// The newest version's end LSN is the newest committed position: every
+	// cursor the server gives (a change's, endOf of a point or of a base)
+	// is at or before it. One past it, whatever its sequence number, names
+	// changes the sink does not have: a cursor of another sink, or made up.
+	if after.LSN > newest.Manifest.EndLSN {
+		return nil, fmt.Errorf("change feed of %s: %w %s: LSN %s is past the newest committed position, LSN %s (version %d); a cursor of another sink?",
+			table, ErrCursor, after, after.LSN, newest.Manifest.EndLSN, newest.Version())
 	}
 	page := &Page{Table: table, Next: after, Version: newest.Version()}
 	if page.Columns, err = columns(mt); err != nil {

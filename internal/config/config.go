@@ -314,6 +314,13 @@ type QueryConfig struct {
 	// local copies of an object store's files under state.path/cache (a
 	// filesystem sink is read in place). Default 10 GiB.
 	CacheBytes int64
+	// Isolation (query.isolation, PGCDC_QUERY_ISOLATION) is where queries
+	// run: "landlock" (default: a worker process the kernel confines to
+	// reading the data), "process" (a worker process with its memory
+	// bounded, for a kernel without Landlock, accepting that DuckDB's own
+	// sandbox alone keeps it from writing), "none" (in the calling
+	// process; tests and benchmarks of the engine alone).
+	Isolation string
 }
 
 // CatalogConfig is the "catalog" section (design.md §12): the sink's
@@ -388,6 +395,16 @@ type ServeConfig struct {
 	// and 40.
 	RateLimit int
 	RateBurst int
+	// UnauthRateLimit and UnauthRateBurst
+	// (serve.unauthenticated_rate_limit, serve.unauthenticated_rate_burst)
+	// bound, per remote address, the requests that fail authentication;
+	// past them, 429 before the token is checked. Defaults 1 and 10.
+	UnauthRateLimit int
+	UnauthRateBurst int
+	// AuditSQL (serve.audit_sql) is how a query's SQL goes into its audit
+	// record: AuditSQLFull, its text (and hash and length), or
+	// AuditSQLHash, its SHA-256 and length only. Default full.
+	AuditSQL string
 	// MaxConcurrent (serve.max_concurrent) bounds the requests running at
 	// once (each may run a query). Default 4. QueueWait (serve.queue_wait)
 	// is how long a request waits for one of them before a 503. Default 5s.
@@ -414,6 +431,12 @@ type ServeConfig struct {
 	// machine's host name and the listen address's own host.
 	AllowedHosts []string
 }
+
+// Values of serve.audit_sql.
+const (
+	AuditSQLFull = "full"
+	AuditSQLHash = "hash"
+)
 
 // MetricsConfig is the "metrics" section: the HTTP endpoint of start
 // (docs/metrics.md).
@@ -541,9 +564,10 @@ func Default() Config {
 		History:   HistoryConfig{Retention: 168 * time.Hour},
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
-			MaxBytes: 64 << 20, CacheBytes: 10 << 30},
+			MaxBytes: 64 << 20, CacheBytes: 10 << 30, Isolation: "landlock"},
 		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10, CommitInterval: time.Minute}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
+			UnauthRateLimit: 1, UnauthRateBurst: 10, AuditSQL: AuditSQLFull,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},
 		Metrics: MetricsConfig{
 			Listen:          "127.0.0.1:9090",

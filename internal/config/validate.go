@@ -370,6 +370,13 @@ func (c Config) validateServe(p *problems) {
 	}
 	p.positive("serve.rate_limit", int64(s.RateLimit))
 	p.positive("serve.rate_burst", int64(s.RateBurst))
+	p.positive("serve.unauthenticated_rate_limit", int64(s.UnauthRateLimit))
+	p.positive("serve.unauthenticated_rate_burst", int64(s.UnauthRateBurst))
+	switch s.AuditSQL {
+	case AuditSQLFull, AuditSQLHash:
+	default:
+		p.got("serve.audit_sql", s.AuditSQL, `want "full" (the query's text in its audit record) or "hash" (its SHA-256 and length only)`)
+	}
 	p.positive("serve.max_concurrent", int64(s.MaxConcurrent))
 	p.positive("serve.max_streams", int64(s.MaxStreams))
 	p.positive("serve.max_body_bytes", s.MaxBodyBytes)
@@ -455,6 +462,11 @@ func (c Config) validateQuery(p *problems) {
 	p.positive("query.cache_bytes", q.CacheBytes)
 	if q.Timeout <= 0 {
 		p.got("query.timeout", q.Timeout, "must be > 0")
+	}
+	switch q.Isolation {
+	case "landlock", "process", "none":
+	default:
+		p.got("query.isolation", q.Isolation, "must be landlock (a worker process the kernel confines; the default), process (a worker process without Landlock, for a kernel that lacks it) or none (in process)")
 	}
 }
 

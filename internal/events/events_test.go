@@ -529,6 +529,7 @@ type problemData struct {
 	Closest      []string `json:"closest"`
 	OldestCursor string   `json:"oldest_cursor"`
 	Instance     string   `json:"instance"`
+	Detail       string   `json:"detail"`
 }
 
 // TestChangesGone: a cursor past the retention is a 410 problem with the
@@ -590,6 +591,12 @@ func TestChangesRefused(t *testing.T) {
 		{"/v1/stream/changes?table=" + table + "&after=0.0.1'%20OR%201=1", "", 400, "bad_cursor", "after"},
 		{"/v1/stream/changes?table=" + table, "junk", 400, "bad_cursor", "Last-Event-ID"},
 		{"/v1/stream/changes?table=" + table, "FFFF.0.1", 400, "bad_cursor", "Last-Event-ID"}, // past the newest version
+		// Cursors validated whole: never a wrap to the feed's start.
+		{"/v1/stream/changes?table=" + table, "80000000.0.9223372036854775807", 400, "bad_cursor", "Last-Event-ID"}, // LSN 2^63
+		{"/v1/stream/changes?table=" + table + "&after=80000000.0.0", "", 400, "bad_cursor", "after"},
+		{"/v1/stream/changes?table=" + table, "7FFFFFFF.FFFFFFFF.9223372036854775807", 400, "bad_cursor", "Last-Event-ID"}, // no next position
+		{"/v1/stream/changes?table=" + table, "FFFF.0.9223372036854775807", 400, "bad_cursor", "Last-Event-ID"},            // past the newest, end-of-LSN form
+		{"/v1/stream/changes?table=" + table, "0.0.9223372036854775808", 400, "bad_cursor", "Last-Event-ID"},
 		{"/v1/stream/changes?table=" + table + "&limit=5", "", 400, "unknown_parameter", "limit"},
 		{"/v1/stream/changes?table=" + table + "&table=x", "", 400, "repeated_parameter", "table"},
 		{"/v1/stream/status?x=1", "", 400, "unknown_parameter", "x"},
@@ -610,6 +617,9 @@ func TestChangesRefused(t *testing.T) {
 		}
 		if c.code == "unknown_table" && strings.Contains(c.path, "order") && !slices.Contains(p.Closest, table) {
 			t.Errorf("%s: closest %v", c.path, p.Closest)
+		}
+		if c.code == "bad_cursor" && c.id != "" && !strings.Contains(p.Detail, c.id) {
+			t.Errorf("Last-Event-ID %q: the detail does not name the cursor: %s", c.id, p.Detail)
 		}
 	}
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/stream/status", nil)

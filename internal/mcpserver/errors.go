@@ -22,7 +22,7 @@ func callError(err error) error {
 	var limit *readpath.LimitError
 	switch {
 	case errors.As(err, &refused):
-		return fmt.Errorf("%w. The sandbox allows exactly one statement, a SELECT (or WITH … SELECT), over the views \"schema\".\"table\" (current state) and changes.\"schema\".\"table\" (change rows); no DDL, DML, COPY, ATTACH, PRAGMA, SET, EXPLAIN, extensions or files outside the data", err)
+		return fmt.Errorf("%w. The sandbox allows exactly one statement, a SELECT (or WITH … SELECT), over the views \"schema\".\"table\" (current state) and changes.\"schema\".\"table\" (change rows); with ordinary functions; no DDL, DML, COPY, ATTACH, PRAGMA, SET, EXPLAIN, extensions, files (read_parquet, globs, 'file' as a table) or catalog and settings functions (duckdb_*, current_setting)", err)
 	case errors.Is(err, readpath.ErrInvalid):
 		return fmt.Errorf("%w. Fix the SQL (DuckDB's dialect); list_tables names the views and describe_table their columns", err)
 	case errors.As(err, &limit), errors.Is(err, readpath.ErrLimit):

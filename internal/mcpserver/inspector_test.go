@@ -113,7 +113,7 @@ func checkAll(t *testing.T, in *inspectortest.Inspector) {
 	// Tool errors reach the client as isError results that say how to fix
 	// the call.
 	contains(t, in.WantError("describe_table", map[string]any{"table": "public.ordrs"}), "did you mean public.orders")
-	contains(t, in.WantError("query", map[string]any{"sql": "SELECT * FROM read_text('/etc/passwd')"}), "query refused: only the data directories")
+	contains(t, in.WantError("query", map[string]any{"sql": "SELECT * FROM read_text('/etc/passwd')"}), "query refused: only the views and ordinary functions: the table function read_text")
 	contains(t, in.WantError("query", map[string]any{"sql": "SELECT 1; INSTALL httpfs"}), "query refused: only one statement")
 	contains(t, in.WantError("list_tables", map[string]any{"as_of": "epoch:99"}), "the history holds version 1")
 }

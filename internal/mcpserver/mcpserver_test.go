@@ -439,7 +439,7 @@ func TestQuery(t *testing.T) {
 		{"SELECT 1; SELECT 2", "only one statement"},
 		{"COPY (SELECT 1) TO '/tmp/x.csv'", "only queries"},
 		{"INSTALL httpfs", "only queries"},
-		{"SELECT * FROM read_text('/etc/passwd')", "only the data directories"},
+		{"SELECT * FROM read_text('/etc/passwd')", "only the views and ordinary functions: the table function read_text"},
 	} {
 		contains(t, h.fail("query", map[string]any{"sql": c.sql}), "query refused: "+c.rule, "exactly one statement, a SELECT")
 	}
@@ -490,6 +490,17 @@ func TestGetChanges(t *testing.T) {
 		t.Errorf("shop.orders = %+v", out)
 	}
 	contains(t, h.fail("get_changes", map[string]any{"table": "public.orders", "after": "0/300"}), "bad cursor", "next_cursor")
+	// Cursors are validated whole: a tool error naming the cursor and what
+	// is wrong, never a wrap that replays the feed from its start.
+	for _, c := range []struct{ after, want string }{
+		{"80000000.0.9223372036854775807", "2^63 or more"},
+		{"7FFFFFFF.FFFFFFFF.9223372036854775807", "last position"},
+		{"0.0.9223372036854775808", "sequence: out of range"},
+		{"FFFF.0.9223372036854775807", "past the newest committed position"},
+		{"FFFF.0.1", "past the newest committed position"},
+	} {
+		contains(t, h.fail("get_changes", map[string]any{"table": "public.orders", "after": c.after}), "bad cursor", c.after, c.want)
+	}
 	contains(t, h.fail("get_changes", map[string]any{"table": "public.orders", "limit": 101}), "limit = 101")
 	contains(t, h.fail("get_changes", map[string]any{"table": "public.ordres"}), "did you mean public.orders")
 
@@ -855,7 +866,7 @@ func TestHostileInput(t *testing.T) {
 		{"query", map[string]any{"sql": "SELECT 1", "as_of": "lsn:FFFFFFFF/FFFFFFFF"}, "after the newest"},
 		{"query", map[string]any{"sql": "SELECT 1", "as_of": "'; DROP TABLE x; --"}, "as_of takes"},
 		{"query", map[string]any{"sql": "ATTACH '/tmp/x.db' AS x"}, "query refused"},
-		{"query", map[string]any{"sql": "SELECT * FROM '/etc/passwd'"}, "invalid query"}, // no replacement scans: no such table
+		{"query", map[string]any{"sql": "SELECT * FROM '/etc/passwd'"}, "the file \"/etc/passwd\" read as a table"}, // no replacement scans
 		{"query", map[string]any{"sql": "PRAGMA version"}, "query refused"},
 		{"query", map[string]any{"sql": "SET enable_external_access = true"}, "query refused"},
 		{"query", map[string]any{"sql": "SELECT 1 " + strings.Repeat("-- x\n", 10000)}, ""},

@@ -77,6 +77,9 @@ func page(sql string, limit int, offset int64) string {
 }
 
 func (s *Server) query(ctx context.Context, in QueryInput) (QueryOutput, error) {
+	// The audit record holds the question before anything can refuse it.
+	rec := access.RecordFrom(ctx)
+	rec.SQL = in.SQL
 	if strings.TrimSpace(in.SQL) == "" {
 		return QueryOutput{}, errors.New("sql is required: one SELECT statement, e.g. SELECT * FROM \"public\".\"orders\" LIMIT 10 (list_tables names the views)")
 	}
@@ -98,7 +101,6 @@ func (s *Server) query(ctx context.Context, in QueryInput) (QueryOutput, error) 
 		}
 		point, offset = c.Point, c.Offset
 	}
-	rec := access.RecordFrom(ctx)
 	at, err := s.resolve(ctx, point)
 	if err != nil {
 		return QueryOutput{}, err
@@ -116,6 +118,9 @@ func (s *Server) query(ctx context.Context, in QueryInput) (QueryOutput, error) 
 		}
 	}
 	if err != nil {
+		if refused := (*readpath.RefusedError)(nil); errors.As(err, &refused) {
+			rec.Rule = refused.Rule
+		}
 		return QueryOutput{}, callError(err)
 	}
 	rs := rowsOf(res, limit)

@@ -159,19 +159,20 @@ func (s *Server) auditCalls(next mcp.MethodHandler) mcp.MethodHandler {
 // ServeStdio serves one session over in and out (newline-delimited
 // JSON-RPC) until the client closes in or ctx ends; closing in is the
 // client's shutdown (MCP's stdio transport) and cancels requests still in
-// flight, so a client reads its answers first. Nothing else is written to
-// out.
+// flight, so a client reads its answers first. A line that is no JSON-RPC
+// message is answered with a JSON-RPC error (-32700 or -32600) and the
+// session goes on (lineFilter). Nothing else is written to out.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	w := &lockedWriter{w: out}
+	err := s.mcp.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(newLineFilter(in, w, s.o.Log)), Writer: w,
+		// lineFilter bounds each line (maxLine) and answers a longer one;
+		// the SDK's own bound would end the session instead.
+		MaxLineLength: -1})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // HTTPOptions configure Handler.
 type HTTPOptions struct {

@@ -201,3 +201,28 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 		t.Errorf("%s has no series at start", name)
 	}
 }
+
+// TestServeRefusals: the refusal counter has every surface × code series
+// from the start, at 0, and counts by the exact code.
+func TestServeRefusals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := NewServe(reg)
+	if n := testutil.CollectAndCount(s.refusals); n != 20 {
+		t.Errorf("%d refusal series at start, want 4 surfaces × 5 codes", n)
+	}
+	s.Refused("rest", 401)
+	s.Refused("rest", 401)
+	s.Refused("mcp", 429)
+	for _, c := range []struct {
+		surface, code string
+		want          float64
+	}{{"rest", "401", 2}, {"mcp", "429", 1}, {"rest", "429", 0}, {"sse", "503", 0}} {
+		if got := testutil.ToFloat64(s.refusals.WithLabelValues(c.surface, c.code)); got != c.want {
+			t.Errorf("refusals{surface=%s,code=%s} = %v, want %v", c.surface, c.code, got, c.want)
+		}
+	}
+	problems, err := testutil.GatherAndLint(reg, "pgcdc_serve_refusals_total")
+	if err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}

@@ -12,14 +12,27 @@ import (
 )
 
 // Serve holds the collectors of pg-cdc serve (docs/metrics.md, "serve").
-// It implements serve.Observer. Labels are bounded: surface is rest, sse or
-// mcp; code an HTTP status class; principal a configured token's name.
+// It implements serve.Observer. Labels are bounded: surface is rest, sse,
+// mcp (or metrics, for refusals); code an HTTP status class, or for
+// refusals one of five statuses; principal a configured token's name,
+// never a remote address.
 type Serve struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
 }
+
+// refusalSurfaces and refusalCodes are the label values of
+// serve_refusals_total, whose series start at zero so that increase()
+// sees the first refusal. They are serve's (access.SurfaceREST, …,
+// serve.RefusalCodes); metrics does not import serve, which declares the
+// Observer this implements.
+var (
+	refusalSurfaces = []string{"rest", "sse", "mcp", "metrics"}
+	refusalCodes    = []int{401, 403, 413, 429, 503}
+)
 
 // NewServe registers the serve collectors on reg.
 func NewServe(reg prometheus.Registerer) *Serve {
@@ -28,12 +41,20 @@ func NewServe(reg prometheus.Registerer) *Serve {
 		Help: "Time to answer a request to a surface (REST, MCP), by surface.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)},
 		[]string{"surface"})
 	reg.MustRegister(d)
-	return &Serve{
+	s := &Serve{
 		requests:    f.counterVec("serve_requests_total", "Requests answered by a surface, by surface and status class (2xx, 4xx, 5xx).", "surface", "code"),
 		duration:    d,
 		rateLimited: f.counterVec("serve_rate_limited_total", "Requests refused with 429 because their principal was over its rate limit.", "principal"),
-		inFlight:    f.gauge("serve_in_flight_requests", "Requests to the surfaces running now (bounded by serve.max_concurrent)."),
+		refusals: f.counterVec("serve_refusals_total",
+			"Requests turned away, by surface and status: 401 (no valid token), 403 (MCP host or origin), 413 (body too large), 429 (a rate limit, per principal or per address), 503 (busy).", "surface", "code"),
+		inFlight: f.gauge("serve_in_flight_requests", "Requests to the surfaces running now (bounded by serve.max_concurrent)."),
 	}
+	for _, surface := range refusalSurfaces {
+		for _, code := range refusalCodes {
+			s.refusals.WithLabelValues(surface, strconv.Itoa(code))
+		}
+	}
+	return s
 }
 
 // NewServeEndpoint is pg-cdc serve's registry: the serve collectors, the
@@ -55,6 +76,11 @@ func (s *Serve) Request(surface string, status int, d time.Duration) {
 
 // RateLimited counts a request refused for its principal's rate.
 func (s *Serve) RateLimited(principal string) { s.rateLimited.WithLabelValues(principal).Inc() }
+
+// Refused counts a refusal: status is one of the five refusal codes.
+func (s *Serve) Refused(surface string, status int) {
+	s.refusals.WithLabelValues(surface, strconv.Itoa(status)).Inc()
+}
 
 // InFlight moves the running-requests gauge.
 func (s *Serve) InFlight(delta int) { s.inFlight.Add(float64(delta)) }

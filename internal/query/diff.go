@@ -161,7 +161,7 @@ func (r *Reader) diffEngine(ctx context.Context, from, to At) (*Engine, func(), 
 			setup = append(setup, fmt.Sprintf("CREATE VIEW %s.%s AS %s", mergesql.Ident(side.schema), diffView(key), q))
 		}
 	}
-	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits}, setup)
+	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits, Isolation: r.o.Isolation}, setup)
 	if err != nil {
 		release()
 		return nil, nil, err

@@ -7,7 +7,8 @@
 // # The contract
 //
 // Open builds the sandbox, proves it, runs the caller's setup statements
-// (the table views) and only then serves. Query runs one request:
+// (the table views), reads back what setup made (the allowlist below) and
+// only then serves. Query runs one request:
 //
 //   - One statement, a query, checked before anything runs, three times:
 //     DuckDB's parser alone (json_serialize_sql) counts the statements and
@@ -16,9 +17,11 @@
 //     several statements without executing any; the prepared statement must
 //     be typed SELECT. prepareQuery says which statements pass and why
 //     EXPLAIN is not one. Values come as parameters.
+//   - Only what a request may name (the next section), checked on the
+//     whole parse tree the parser gave, before anything is bound.
 //   - Reads only inside the data directories, enforced by DuckDB itself with
 //     settings that are database-global and locked, so a request that gets
-//     past the statement check (or a view) still cannot leave them.
+//     past the statement checks (or a view) still cannot leave them.
 //   - Limits: a timeout that interrupts the running query, memory, spill and
 //     thread limits for the database, and a row and byte cap on each result
 //     that sets Truncated instead of cutting silently.
@@ -29,6 +32,49 @@
 // Errors: *RefusedError (ErrRefused) names the rule a request broke,
 // *LimitError (ErrLimit) the limit it ran into, ErrInvalid marks SQL that
 // DuckDB rejected; a transport maps the first and the last to 400.
+//
+// # What a request may name
+//
+// A statement both checks above call a SELECT can still hold a COPY:
+// WITH x AS (COPY … TO '<sink>/…') SELECT 1 writes the file, since DuckDB
+// allows writes inside the data directories. It can also read files around
+// the views or disclose paths. So the allowlist (allowlist.go) walks every
+// node of json_serialize_sql's tree — every CTE, subquery, set operation,
+// join, lateral, macro argument, window, VALUES list — looks at each by its
+// class or type, and refuses one it does not know (a node a later DuckDB
+// adds is refused until the check knows it). A request may name:
+//
+//   - Tables: the views and tables setup made (a captured table as
+//     schema.table, and as table where that is unambiguous; its change rows
+//     as changes.schema.table), and the names its own WITH clauses define,
+//     where they are in scope: a CTE hides a catalog name only inside the
+//     query that defines it, and only for the CTEs after it (or itself, when
+//     recursive). DuckDB's own views (duckdb_views, information_schema,
+//     pg_catalog, sqlite_master: view definitions hold absolute paths) and a
+//     string or name read as a file (FROM 'x.parquet', FROM 'dir/*.csv', a
+//     name holding '.', '/', '*' …) are refused; a name of nothing is
+//     ErrInvalid, as DuckDB would have answered, but is not bound either.
+//   - Table functions: range, generate_series and unnest, which make rows
+//     from their arguments, and setup's table macros. Every other one is
+//     refused: the file readers (read_*, parquet_*, glob, sniff_csv), the
+//     catalog and settings (duckdb_*, pragma_*), SQL in a string (query,
+//     query_table, json_execute_serialized_sql), logging.
+//   - Functions: every built-in scalar, aggregate and window function, by
+//     its plain name, except deniedFunctions and deniedPrefixes:
+//     current_setting, getenv, setseed, write_log, json_serialize_plan, the
+//     pg_catalog macros over view definitions (pg_get_viewdef …), and the
+//     families read_*, parquet_*, duckdb_*, pragma_* and other databases'
+//     scanners. A qualified function name must be a macro setup made.
+//   - SHOW, DESCRIBE and SUMMARIZE over a query or a view; SHOW TABLES and
+//     SHOW ALL TABLES. Not SHOW <setting>, nor SHOW DATABASES.
+//
+// COPY, INSERT, UPDATE and DELETE are refused wherever the tree holds them
+// (DuckDB v2.0 parses them inside WITH); ATTACH, INSTALL, LOAD, SET, RESET
+// and PRAGMA cannot appear below the top, where the statement checks refuse
+// them. The refusal is a *RefusedError with RuleNotAllowed whose Detail
+// names what was refused ("COPY", "the table function read_parquet", "the
+// function current_setting"). Open proves the check on the running DuckDB
+// (a COPY inside WITH, a file reader, a file as a table) before it serves.
 //
 // # What each setting defends against
 //
@@ -48,8 +94,10 @@
 //     engine's spill files.
 //   - allowed_directories=[data dirs]: the only places files may be read
 //     (read_parquet, read_csv, read_text, read_blob, glob, replacement scans
-//     such as FROM 'x.parquet'). Each entry ends in "/" so a sibling sharing
-//     the prefix stays out, and DuckDB normalises "../" before it checks.
+//     such as FROM 'x.parquet': the views' reads, since a request may name
+//     none of these). Each entry ends in "/" so a sibling sharing the
+//     prefix stays out, and DuckDB normalises "../" before it checks. It
+//     allows writes there too: the allowlist is what refuses a COPY.
 //   - max_temp_directory_size, memory_limit, threads: one request cannot
 //     take the host's disk, memory or CPUs (threads are a pool the
 //     database's requests share).

@@ -23,9 +23,15 @@ import (
 // sandbox settings are the database's, so every connection has them), and
 // how many requests run at once is the caller's to cap.
 type Engine struct {
+	// remote, when set, is the worker process the engine runs in
+	// (Options.Isolation); db is then nil.
+	remote *workerEngine
+
 	db     *sql.DB
 	limits Limits
 	dir    string // the engine's own directory under Options.TempDir
+	// names is what a request may name (allowlist.go), read after setup.
+	names *allowlist
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -44,8 +50,31 @@ type Engine struct {
 // Open fails, serving nothing, if an option is wrong, a setting does not
 // read back as set (a *SandboxError naming it), a canary is readable, or a
 // setup statement fails.
+//
+// With Options.Isolation other than IsolationNone, all of this happens in
+// a worker process (worker.go) that confines itself first, and the Engine
+// forwards each request to it.
 func Open(ctx context.Context, o Options, setup []string) (*Engine, error) {
-	return open(ctx, o, setup, nil)
+	if !ValidIsolation(o.Isolation) {
+		return nil, fmt.Errorf("query options: isolation %q is none of %s, %s, %s", o.Isolation, IsolationLandlock, IsolationProcess, IsolationNone)
+	}
+	if o.Isolation == IsolationNone {
+		return open(ctx, o, setup, nil)
+	}
+	w, err := openWorker(ctx, o, setup)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{remote: w, limits: w.limits}, nil
+}
+
+// Confinement says how the engine's DuckDB is held: in this process, or
+// in a worker process (its pid, Landlock ABI and memory bound).
+func (e *Engine) Confinement() Confinement {
+	if e.remote != nil {
+		return e.remote.Confinement()
+	}
+	return Confinement{Isolation: IsolationNone}
 }
 
 func open(ctx context.Context, o Options, setup []string, skip func(string) bool) (_ *Engine, err error) {
@@ -111,7 +140,13 @@ func open(ctx context.Context, o Options, setup []string, skip func(string) bool
 			return nil, fmt.Errorf("query setup statement %d (%.60q): %w", i+1, s, err)
 		}
 	}
-	return &Engine{db: db, limits: limits, dir: dir}, nil
+	// What requests may name is what setup made, read back now that it
+	// has run (allowlist.go).
+	names, err := readAllowlist(ctx, checker)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{db: db, limits: limits, dir: dir, names: names}, nil
 }
 
 // Limits returns the limits in force (the defaults filled in).
@@ -137,6 +172,14 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*Result, e
 	start := time.Now()
 	if e.closed.Load() {
 		return nil, ErrClosed
+	}
+	if e.remote != nil {
+		res, err := e.remote.query(ctx, sql, args)
+		if err != nil {
+			return nil, err
+		}
+		res.Elapsed = time.Since(start)
+		return res, nil
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, e.limits.Timeout, errTimedOut)
 	defer cancel()
@@ -185,7 +228,7 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*Result, e
 }
 
 func (e *Engine) run(ctx context.Context, c *duckdb.Conn, sql string, args []any) (*Result, error) {
-	st, err := prepareQuery(ctx, c, sql)
+	st, err := prepareQuery(ctx, c, sql, e.names)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +314,12 @@ func bindArgs(c *duckdb.Conn, args []any) ([]driver.NamedValue, error) {
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		if e.remote != nil {
+			if err := e.remote.close(); err != nil {
+				e.closeErr = fmt.Errorf("close query engine: %w", err)
+			}
+			return
+		}
 		err := e.db.Close()
 		if rmErr := os.RemoveAll(e.dir); rmErr != nil {
 			err = errors.Join(err, rmErr)

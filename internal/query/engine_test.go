@@ -97,9 +97,25 @@ func mustServe(t *testing.T, e *Engine) {
 	}
 }
 
+// TestSandboxReadsBack reads the settings in force with the engine's own
+// connection (the allowlist refuses duckdb_settings() and current_setting
+// to requests), in process: the worker opens the same engine.
 func TestSandboxReadsBack(t *testing.T) {
-	f := newFixture(t, Limits{MemoryBytes: 256 << 20, SpillBytes: 512 << 20, Threads: 2})
-	r, err := f.e.Query(context.Background(), `SELECT name, value FROM duckdb_settings()
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = filepath.EvalSymlinks(data)
+	temp := filepath.Join(root, "tmp")
+	e, err := Open(context.Background(), Options{DataDirs: []string{data}, TempDir: temp, Isolation: IsolationNone,
+		Limits: Limits{MemoryBytes: 256 << 20, SpillBytes: 512 << 20, Threads: 2}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	f := &fixture{e: e, data: data, temp: temp}
+	r, err := trustedQuery(t, f.e, `SELECT name, value FROM duckdb_settings()
 		WHERE name IN ('enable_external_access', 'lock_configuration', 'autoload_known_extensions',
 		'autoinstall_known_extensions', 'memory_limit', 'threads', 'max_temp_directory_size', 'TimeZone')
 		ORDER BY name`)
@@ -120,7 +136,7 @@ func TestSandboxReadsBack(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	r, err = f.e.Query(context.Background(), "SELECT unnest(current_setting('allowed_directories'))::VARCHAR AS d ORDER BY d")
+	r, err = trustedQuery(t, f.e, "SELECT unnest(current_setting('allowed_directories'))::VARCHAR AS d ORDER BY d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +212,14 @@ func TestReadsInsideDataDirs(t *testing.T) {
 	f := newFixture(t, Limits{},
 		"CREATE SCHEMA lake",
 		"CREATE VIEW lake.orders AS SELECT * FROM read_parquet('$DATA/orders.parquet')",
-		"CREATE MACRO lake.orders_from(n) AS TABLE SELECT * FROM lake.orders WHERE id >= n")
+		"CREATE MACRO lake.orders_from(n) AS TABLE SELECT * FROM lake.orders WHERE id >= n",
+		// Globs and replacement scans, in views: requests may not name files
+		// (the allowlist), setup may.
+		"CREATE VIEW lake.by_glob AS SELECT * FROM '$DATA/*.parquet'",
+		"CREATE VIEW lake.by_union AS SELECT * FROM read_parquet('$DATA/**/*.parquet', union_by_name = true)")
 	ctx := context.Background()
 
-	r, err := f.e.Query(ctx, "SELECT id, name, amount, ts, u FROM read_parquet($1) ORDER BY id", filepath.Join(f.data, "orders.parquet"))
+	r, err := f.e.Query(ctx, "SELECT id, name, amount, ts, u FROM lake.orders ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +254,8 @@ func TestReadsInsideDataDirs(t *testing.T) {
 		{"SELECT count(*) FROM lake.orders_from(?)", []any{3}, 2},
 		{"SELECT count(*) FROM lake.orders WHERE name = $name", []any{sql.Named("name", "name 1")}, 1},
 		{"FROM lake.orders SELECT count(*) WHERE amount > $1", []any{"1.0"}, 4},
-		{"SELECT count(*) FROM '" + f.data + "/*.parquet'", nil, 5},
-		{"SELECT count(*) FROM read_parquet('" + f.data + "/**/*.parquet', union_by_name = true)", nil, 5},
+		{"SELECT count(*) FROM lake.by_glob", nil, 5},
+		{"SELECT count(*) FROM lake.by_union", nil, 5},
 	} {
 		r, err := f.e.Query(ctx, q.sql, q.args...)
 		if err != nil {
@@ -247,7 +267,7 @@ func TestReadsInsideDataDirs(t *testing.T) {
 		}
 	}
 	// Read-only statements DuckDB types SELECT.
-	for _, q := range []string{"DESCRIBE lake.orders", "SUMMARIZE lake.orders", "SHOW TABLES", "SELECT * FROM pragma_version()", "SELECT * FROM (DESCRIBE lake.orders)", "VALUES (1), (2)", "WITH a AS (SELECT 1) SELECT * FROM a", "SELECT 1;"} {
+	for _, q := range []string{"DESCRIBE lake.orders", "SUMMARIZE lake.orders", "SHOW TABLES", "SELECT version()", "SELECT * FROM (DESCRIBE lake.orders)", "VALUES (1), (2)", "WITH a AS (SELECT 1) SELECT * FROM a", "SELECT 1;"} {
 		if _, err := f.e.Query(ctx, q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}
@@ -352,18 +372,22 @@ func TestMemoryLimit(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	f := newFixture(t, Limits{})
-	dirs, _ := filepath.Glob(filepath.Join(f.temp, "engine-*"))
+	// The engine's directory, in its worker's.
+	dirs, _ := filepath.Glob(filepath.Join(f.temp, "worker-*", "engine-*"))
 	if len(dirs) != 1 {
 		t.Fatalf("engine dirs %v", dirs)
 	}
+	dirs = append(dirs, filepath.Dir(dirs[0]))
 	if err := f.e.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.e.Query(context.Background(), "SELECT 1"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("query after close: %v", err)
 	}
-	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
-		t.Fatalf("the engine's directory outlives it: %v", err)
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("the engine's directory %s outlives it: %v", d, err)
+		}
 	}
 }
 
@@ -402,22 +426,27 @@ func TestDataDirThroughSymlink(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	e, err := Open(context.Background(), Options{DataDirs: []string{link}, TempDir: filepath.Join(root, "tmp")}, nil)
+	resolved, _ := filepath.EvalSymlinks(real)
+	// In process, to read the setting with the engine's own connection;
+	// the reads go through views, as requests' do.
+	e, err := Open(context.Background(), Options{DataDirs: []string{link}, TempDir: filepath.Join(root, "tmp"), Isolation: IsolationNone}, []string{
+		"CREATE VIEW by_link AS SELECT * FROM read_parquet(" + literal(filepath.Join(link, "orders.parquet")) + ")",
+		"CREATE VIEW by_real AS SELECT * FROM read_parquet(" + literal(filepath.Join(resolved, "orders.parquet")) + ")",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	resolved, _ := filepath.EvalSymlinks(real)
-	r, err := e.Query(context.Background(), "SELECT unnest(current_setting('allowed_directories'))::VARCHAR AS d ORDER BY d")
+	r, err := trustedQuery(t, e, "SELECT unnest(current_setting('allowed_directories'))::VARCHAR AS d ORDER BY d")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Rows[0][0] != resolved+"/" {
 		t.Errorf("allowed_directories %v, want %s/ first", r.Rows, resolved)
 	}
-	for _, p := range []string{filepath.Join(link, "orders.parquet"), filepath.Join(resolved, "orders.parquet")} {
-		if r, err := e.Query(context.Background(), "SELECT count(*) FROM read_parquet($1)", p); err != nil || r.Rows[0][0] != int64(5) {
-			t.Errorf("%s: %v %v", p, r, err)
+	for _, view := range []string{"by_link", "by_real"} {
+		if r, err := e.Query(context.Background(), "SELECT count(*) FROM "+view); err != nil || r.Rows[0][0] != int64(5) {
+			t.Errorf("%s: %v %v", view, r, err)
 		}
 	}
 }

@@ -25,3 +25,6 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*Result, e
 
 // Close does nothing.
 func (e *Engine) Close() error { return nil }
+
+// Confinement is the zero Confinement: nothing runs.
+func (e *Engine) Confinement() Confinement { return Confinement{} }

@@ -26,6 +26,9 @@ type Options struct {
 	// version) may share it.
 	TempDir string
 	Limits  Limits
+	// Isolation is where DuckDB runs: IsolationLandlock ("", the
+	// default), IsolationProcess or IsolationNone (isolation.go).
+	Isolation string
 }
 
 // Limits bound what one engine and one request may use. A zero field takes
@@ -81,6 +84,7 @@ const (
 	RuleOneStatement = readpath.RuleOneStatement
 	RuleOnlyQueries  = readpath.RuleOnlyQueries
 	RuleSandbox      = readpath.RuleSandbox
+	RuleNotAllowed   = readpath.RuleNotAllowed
 	LimitTimeout     = readpath.LimitTimeout
 	LimitMemory      = readpath.LimitMemory
 )

@@ -40,6 +40,8 @@ type ReaderOptions struct {
 	// request.
 	TempDir string
 	Limits  Limits
+	// Isolation is where each engine's DuckDB runs (Options.Isolation).
+	Isolation string
 	// Engines is how many versions (with their bound) keep a ready engine
 	// (0: DefaultEngines).
 	Engines int
@@ -499,7 +501,7 @@ func (r *Reader) build(ctx context.Context, at At) (*Engine, []string, func(), e
 		release()
 		return nil, nil, nil, err
 	}
-	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits}, setup)
+	en, err := Open(ctx, Options{DataDirs: []string{r.files.Dir()}, TempDir: r.o.TempDir, Limits: r.o.Limits, Isolation: r.o.Isolation}, setup)
 	if err != nil {
 		release()
 		if gone := missing(paths); gone != "" { // deleted between the check and the views' binding

@@ -134,6 +134,9 @@ const (
 	RuleOneStatement = "only one statement"
 	RuleOnlyQueries  = "only queries"
 	RuleSandbox      = "only the data directories"
+	// RuleNotAllowed: the statement names something outside what a
+	// request may name (the views, ordinary functions); Detail names it.
+	RuleNotAllowed = "only the views and ordinary functions"
 )
 
 // RefusedError is a request the engine would not run, or that DuckDB's

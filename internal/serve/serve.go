@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"github.com/pg-cdc/pg-cdc/internal/httpproblem"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +24,9 @@ type Observer interface {
 	Request(surface string, status int, d time.Duration)
 	RateLimited(principal string)
 	InFlight(delta int)
+	// Refused counts an answer of one of RefusalCodes, on surface
+	// (access.SurfaceREST, SurfaceSSE, SurfaceMCP or SurfaceMetrics).
+	Refused(surface string, status int)
 }
 
 // Options configure a Server.
@@ -38,6 +39,19 @@ type Options struct {
 	// surfaces (0: DefaultRate, DefaultBurst).
 	RatePerSecond float64
 	Burst         int
+	// UnauthRatePerSecond and UnauthBurst bound, per remote address, the
+	// requests that fail authentication (no token, or a wrong one) (0:
+	// DefaultUnauthRate, DefaultUnauthBurst). Past them, 429 with
+	// Retry-After before the token is even checked, so a client guessing
+	// tokens is slowed to this rate. MaxPeers bounds the addresses
+	// remembered (0: DefaultMaxPeers).
+	UnauthRatePerSecond float64
+	UnauthBurst         int
+	MaxPeers            int
+	// HashSQL writes a query's SQL into its audit record as its SHA-256
+	// and length only (serve.audit_sql: hash); SurfaceOptions.HashSQL
+	// sets it.
+	HashSQL bool
 	// MaxConcurrent bounds the requests to the surfaces running at once
 	// (0: DefaultConcurrent); QueueWait is how long one waits for a slot.
 	MaxConcurrent int
@@ -87,6 +101,12 @@ type Server struct {
 	mu       sync.Mutex
 	limiters map[string]*rate.Limiter
 
+	// peers are the remote addresses that failed authentication or were
+	// refused; logLimit caps refusal lines over all of them.
+	peers    *peers
+	logLimit *rate.Limiter
+	now      func() time.Time
+
 	// streams ends every event stream when the server shuts down: the
 	// requests' own contexts outlive the stop request, so that running
 	// requests finish, but a stream would never finish by itself.
@@ -106,7 +126,7 @@ func New(o Options) (*Server, error) {
 	if len(o.Tokens) == 0 && !loopback(o.Listen) {
 		return nil, fmt.Errorf("%w: serve.listen is %q; set serve.tokens (pg-cdc serve token NAME prints one) or listen on 127.0.0.1", ErrNeedsTokens, o.Listen)
 	}
-	if o.RatePerSecond < 0 || o.Burst < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 || o.MaxStreams < 0 {
+	if o.RatePerSecond < 0 || o.Burst < 0 || o.UnauthRatePerSecond < 0 || o.UnauthBurst < 0 || o.MaxPeers < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 || o.MaxStreams < 0 {
 		return nil, fmt.Errorf("serve: negative limit in %+v", o)
 	}
 	o.RatePerSecond = cmpOr(o.RatePerSecond, DefaultRate)
@@ -116,7 +136,12 @@ func New(o Options) (*Server, error) {
 	o.MaxStreams = cmpOr(o.MaxStreams, DefaultStreams)
 	o.MaxBodyBytes = cmpOr(o.MaxBodyBytes, DefaultMaxBody)
 	o.WriteTimeout = cmpOr(o.WriteTimeout, DefaultWriteTimeout)
-	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{}}
+	o.UnauthRatePerSecond = cmpOr(o.UnauthRatePerSecond, DefaultUnauthRate)
+	o.UnauthBurst = cmpOr(o.UnauthBurst, DefaultUnauthBurst)
+	o.MaxPeers = cmpOr(o.MaxPeers, DefaultMaxPeers)
+	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{},
+		peers:    newPeers(o.MaxPeers, o.UnauthRatePerSecond, o.UnauthBurst),
+		logLimit: rate.NewLimiter(refusalLogRate, refusalLogBurst), now: time.Now}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s, nil
@@ -135,10 +160,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+	// The probes are not observed: a 503 from /readyz is an answer, not
+	// a refusal.
+	mux.Handle("GET /livez", s.limited(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	})))
+	mux.Handle("GET /readyz", s.limited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.o.Ready != nil {
 			if err := s.o.Ready(r.Context()); err != nil {
 				problem(w, http.StatusServiceUnavailable, "not_ready", "Not ready", err.Error())
@@ -146,21 +173,26 @@ func (s *Server) routes() http.Handler {
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	})))
+	// guarded is a route's whole chain: its refusals observed (outermost,
+	// so the body cap's 413 is seen too), the body cap, then authed.
+	guarded := func(surface string, k kind, h http.Handler) http.Handler {
+		return s.observed(surface, s.limited(s.authed(surface, k, h)))
+	}
 	if s.o.Metrics != nil {
-		mux.Handle("GET /metrics", s.authed(access.SurfaceREST, kindPlain, s.o.Metrics))
+		mux.Handle("GET /metrics", guarded(SurfaceMetrics, kindPlain, s.o.Metrics))
 	}
 	if s.o.REST != nil {
-		mux.Handle("/v1/", s.authed(access.SurfaceREST, kindSurface, s.o.REST))
+		mux.Handle("/v1/", guarded(access.SurfaceREST, kindSurface, s.o.REST))
 	}
 	if s.o.Events != nil {
 		// More specific than /v1/: the mux routes streams here.
-		mux.Handle("/v1/stream/", s.authed(access.SurfaceSSE, kindStream, s.o.Events))
+		mux.Handle("/v1/stream/", guarded(access.SurfaceSSE, kindStream, s.o.Events))
 	}
 	if s.o.MCP != nil {
-		mux.Handle("/mcp", s.authed(access.SurfaceMCP, kindSurface, s.o.MCP))
+		mux.Handle("/mcp", guarded(access.SurfaceMCP, kindSurface, s.o.MCP))
 	}
-	return s.limited(mux)
+	return mux
 }
 
 // limited caps every request's body.
@@ -191,12 +223,26 @@ const (
 func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler {
 	isSurface := k != kindPlain
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, _ := peerKey(r.RemoteAddr)
+		if len(s.o.Tokens) > 0 {
+			// Before the token is looked at: an address over its failures
+			// learns nothing more, a right guess included.
+			if wait, over := s.peers.over(key, s.now()); over {
+				w.Header().Set("Retry-After", retryAfter(wait))
+				problem(w, http.StatusTooManyRequests, "rate_limited", "Too many requests",
+					fmt.Sprintf("too many requests without a valid token from this address (%g/s, bursts of %d); wait before trying again",
+						s.o.UnauthRatePerSecond, s.o.UnauthBurst))
+				return
+			}
+		}
 		p, ok := s.principal(r)
 		if !ok {
+			s.peers.fail(key, s.now())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pg-cdc"`)
 			problem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "send a configured token as Authorization: Bearer <token>")
 			return
 		}
+		noteCaller(r.Context(), p.String())
 		ctx := access.WithPrincipal(r.Context(), p)
 		if !isSurface {
 			next.ServeHTTP(w, r.WithContext(ctx))
@@ -206,12 +252,12 @@ func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler 
 			if s.o.Observer != nil {
 				s.o.Observer.RateLimited(p.String())
 			}
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			w.Header().Set("Retry-After", retryAfter(wait))
 			problem(w, http.StatusTooManyRequests, "rate_limited", "Too many requests",
 				fmt.Sprintf("principal %s is over its rate limit (%g requests/s, bursts of %d)", p, s.o.RatePerSecond, s.o.Burst))
 			return
 		}
-		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now()}
+		rec := &access.Record{Principal: p, Surface: surface, Endpoint: r.Method + " " + r.URL.Path, Started: time.Now(), HashSQL: s.o.HashSQL}
 		if k == kindStream {
 			if n := s.open.Add(1); n > int64(s.o.MaxStreams) {
 				s.open.Add(-1)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pg-cdc/pg-cdc/internal/access"
 	"github.com/pg-cdc/pg-cdc/internal/api"
 	"github.com/pg-cdc/pg-cdc/internal/changefeed"
 	"github.com/pg-cdc/pg-cdc/internal/events"
@@ -38,22 +39,39 @@ type SurfaceOptions struct {
 	MaxBodyBytes                 int64
 	Version                      string
 	Log                          *slog.Logger
+	// HashSQL records queries' SQL in the audit as its SHA-256 and length
+	// only (serve.audit_sql: hash), on every surface.
+	HashSQL bool
 }
 
 // Surfaces fills o's REST, Events and MCP handlers with the read surfaces
-// over r, sharing one change feed.
+// over r, sharing one change feed, and o.HashSQL.
 func (o *Options) Surfaces(r ReadPath, s SurfaceOptions) {
 	feed := changefeed.New(r, r.History())
+	o.HashSQL = s.HashSQL
 	o.REST = api.New(api.Options{Reader: r, Feed: feed, Log: s.Log, MaxRows: s.MaxRows, Version: s.Version, StaleAfter: s.StaleAfter})
 	o.Events = events.New(events.Options{Reader: r, Feed: feed, StaleAfter: s.StaleAfter, Log: s.Log})
-	mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: s.Log, Version: s.Version})
+	mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: s.Log, Version: s.Version, Audit: auditTo(s.Log, s.HashSQL)})
 	o.MCP = mcp.Handler(mcpserver.HTTPOptions{AllowedHosts: s.AllowedHosts, AllowedOrigins: s.AllowedOrigins, MaxBodyBytes: s.MaxBodyBytes})
 }
 
 // StdioMCP is the MCP server of pg-cdc mcp: the same tools as /mcp, over
-// r, for an agent that talks on stdin and stdout.
-func StdioMCP(r ReadPath, version string, log *slog.Logger) *mcpserver.Server {
-	return mcpserver.New(mcpserver.Options{Reader: r, Changes: changefeed.New(r, r.History()), Log: log, Version: version})
+// r, for an agent that talks on stdin and stdout; hashSQL as
+// SurfaceOptions.HashSQL.
+func StdioMCP(r ReadPath, version string, log *slog.Logger, hashSQL bool) *mcpserver.Server {
+	return mcpserver.New(mcpserver.Options{Reader: r, Changes: changefeed.New(r, r.History()), Log: log, Version: version, Audit: auditTo(log, hashSQL)})
+}
+
+// auditTo writes the MCP server's audit records to log, SQL as hashSQL
+// says (the MCP server makes its records itself, one per tool call).
+func auditTo(log *slog.Logger, hashSQL bool) func(*access.Record) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(rec *access.Record) {
+		rec.HashSQL = hashSQL
+		rec.Log(log)
+	}
 }
 
 // DefaultAllowedHosts are the Host names /mcp answers when serve.allowed_hosts
