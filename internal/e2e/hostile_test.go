@@ -67,6 +67,16 @@ var hostileAttacks = []string{
 	`SELECT current_setting('allowed_directories')`,
 	`SELECT getenv('HOME')`,
 	`SELECT * FROM pragma_database_list()`,
+	`SELECT * FROM information_schema.views`,
+	`SELECT pg_get_viewdef('public.hostile')`,
+	`SELECT * FROM duckdb_temporary_files()`,
+	`SELECT filename FROM public.hostile`,
+	`SELECT file_row_number FROM changes.public.hostile`,
+	`SELECT * FROM which_secret('s3://bucket/key', 's3')`,
+	// Errors that would name where the sink lies: refused or invalid,
+	// and (checked below) without the host's paths.
+	`SELECT * FROM public.hostile WHERE id = 'abc'`,
+	`SELECT * FROM changes.public.hostile WHERE __lsn = 'x'`,
 	// Extensions and settings.
 	`INSTALL httpfs`,
 	`LOAD httpfs`,
@@ -79,7 +89,7 @@ var hostileAttacks = []string{
 	`SELECT 1; SELECT 2`,
 }
 
-// TestHostileReaders sends every attack through pg-cdc query, POST
+// TestHostileReaders sends every attack (55) through pg-cdc query, POST
 // /v1/query and MCP's query tool (over serve's HTTP and over pg-cdc mcp's
 // stdio) against a real sink: each is refused, and the sink's files are
 // byte for byte what they were, none added. Honest queries are answered

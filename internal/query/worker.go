@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,7 +98,7 @@ func (w *workerEngine) do(ctx context.Context, req workerRequest) (*Result, erro
 		return nil, err
 	}
 	if resp.Err != nil {
-		return nil, resp.Err.decode()
+		return nil, p.scrub(resp.Err).decode()
 	}
 	if resp.Result == nil {
 		return nil, errors.New("query worker: an answer with neither a result nor an error")
@@ -124,6 +125,9 @@ func (w *workerEngine) close() error {
 type workerProc struct {
 	cmd     *exec.Cmd
 	scratch string // the worker's private directory under Options.TempDir
+	// paths are the host's paths an error may name, longest first, with
+	// what a request is shown instead (scrub).
+	paths [][2]string
 	stderr  *tail
 
 	wmu      sync.Mutex // serializes frames on requests
@@ -182,7 +186,7 @@ func startWorker(ctx context.Context, o Options, setup []string) (_ *workerProc,
 		respR.Close()
 		return nil, Confinement{}, fmt.Errorf("start the query worker: %w", startErr)
 	}
-	wp := &workerProc{cmd: cmd, scratch: scratch, stderr: st, requests: reqW,
+	wp := &workerProc{cmd: cmd, scratch: scratch, stderr: st, requests: reqW, paths: hostPaths(p, scratch),
 		pending: map[uint64]chan workerResponse{}, dead: make(chan struct{}), waited: make(chan struct{})}
 	go wp.readResponses(respR)
 	defer func() {
@@ -202,6 +206,32 @@ func startWorker(ctx context.Context, o Options, setup []string) (_ *workerProc,
 	conf := resp.Confinement
 	conf.Isolation = isolation(o)
 	return wp, conf, nil
+}
+
+// hostPaths are the directories a DuckDB error may name (a view's file, a
+// spill file), each with the placeholder a request sees: where the sink
+// and the state directory lie, and who runs the server, are not a
+// reader's to know. Longest first, so a directory inside another is
+// replaced whole.
+func hostPaths(p paths, scratch string) [][2]string {
+	out := [][2]string{{scratch, "<scratch>"}, {p.temp, "<temp>"}}
+	for _, d := range p.data {
+		out = append(out, [2]string{d, "<data>"})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
+	return out
+}
+
+// scrub replaces the host's paths in an error from the worker.
+func (p *workerProc) scrub(w *wireError) *wireError {
+	r := make([]string, 0, 2*len(p.paths))
+	for _, hp := range p.paths {
+		r = append(r, hp[0], hp[1])
+	}
+	rp := strings.NewReplacer(r...)
+	c := *w
+	c.Detail, c.Message, c.Value = rp.Replace(c.Detail), rp.Replace(c.Message), rp.Replace(c.Value)
+	return &c
 }
 
 // isolation is o's isolation, the default filled in.

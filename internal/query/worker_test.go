@@ -223,3 +223,20 @@ func vmHWM(t *testing.T, pid int) uint64 {
 	t.Fatal("no VmHWM")
 	return 0
 }
+
+// TestWorkerErrorsNameNoHostPath: an error that names a file of the data
+// dir (a view's file gone) reaches the caller with the directory replaced:
+// where the sink lies is not a reader's to know.
+func TestWorkerErrorsNameNoHostPath(t *testing.T) {
+	f := newFixture(t, Limits{}, "CREATE VIEW gone AS SELECT * FROM read_parquet('$DATA/orders.parquet')")
+	if err := os.Remove(filepath.Join(f.data, "orders.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.e.Query(context.Background(), "SELECT count(*) FROM gone")
+	if err == nil {
+		t.Fatal("a view over a removed file answered")
+	}
+	if strings.Contains(err.Error(), f.data) || strings.Contains(err.Error(), f.temp) || !strings.Contains(err.Error(), "<data>/orders.parquet") {
+		t.Fatalf("the error names the host's paths, or not the placeholder: %v", err)
+	}
+}

@@ -55,8 +55,12 @@ type readQuery struct {
 	hwm                    []int64 // VmHWM polled during each pg-cdc query, bytes
 	cold, warm             []float64
 	duckCold, duckWarm     []float64
-	engineHWM, duckHWM     []int64           // VmHWM of those children, bytes
-	got                    map[string]string // answer by engine
+	// The same with query.isolation none (DuckDB in the calling process,
+	// as before issue 27): what the worker process costs.
+	cliNone            []usage
+	coldNone, warmNone []float64
+	engineHWM, duckHWM []int64           // VmHWM of those children, bytes
+	got                map[string]string // answer by engine
 }
 
 type readResult struct {
@@ -247,15 +251,35 @@ func (h *harness) readPath(ctx context.Context) (*readResult, error) {
 	h.logf("read: pre-merged copy %s in %s", bytesIEC(res.mergedBytes), res.mergeTime.Round(100*time.Millisecond))
 
 	const (
-		who = 3
-		cli = 0
-		in  = 1
-		duk = 2
+		who     = 5
+		cli     = 0
+		in      = 1
+		duk     = 2
+		cliNone = 3
+		inNone  = 4
 	)
 	for rep := range h.o.reps {
 		for _, q := range res.queries {
 			for j := range who {
 				switch (rep + j) % who {
+				case cliNone:
+					u, _, out, err := h.queryProc(r, q, fmt.Sprintf("query-none-%s-%d.log", q.key, rep), "PGCDC_QUERY_ISOLATION=none")
+					if err != nil {
+						return nil, fmt.Errorf("%s: pg-cdc query (isolation none): %w", q.key, err)
+					}
+					q.cliNone = append(q.cliNone, u)
+					q.answer("pg-cdc query, isolation none", out)
+				case inNone:
+					args := []string{"engine", "--sink", r.sink, "--tmp", filepath.Join(work, "inproc"), "--sql", q.sql, "--isolation", "none"}
+					if q.point != "" {
+						args = append(args, "--point", q.point)
+					}
+					out, _, err := h.readChild(args, filepath.Join(r.dir, fmt.Sprintf("engine-none-%s-%d.log", q.key, rep)))
+					if err != nil {
+						return nil, fmt.Errorf("%s: in-process (isolation none): %w", q.key, err)
+					}
+					q.coldNone, q.warmNone = append(q.coldNone, out.Cold.Seconds()), append(q.warmNone, out.Warm.Seconds())
+					q.answer("internal/query, isolation none", out.Answer)
 				case cli:
 					u, hwm, out, err := h.queryProc(r, q, fmt.Sprintf("query-%s-%d.log", q.key, rep))
 					if err != nil {
@@ -400,22 +424,54 @@ func (h *harness) readChild(args []string, logPath string) (childResult, int64, 
 }
 
 // pollHWM reads the child's VmHWM every 5 ms until it exits, and returns
-// the last (largest) reading.
+// the last (largest) reading plus that of each process the child started
+// (its query worker, which holds DuckDB's memory): the peaks summed, an
+// upper bound of what the query held at once.
 func pollHWM(p *proc) int64 {
 	var hwm int64
+	workers := map[int]int64{}
 	pid := p.cmd.Process.Pid
 	for !p.exited() {
 		if v := procStatusBytes(pid, "VmHWM:"); v > hwm {
 			hwm = v
 		}
+		for _, c := range childPIDs(pid) {
+			if v := procStatusBytes(c, "VmHWM:"); v > workers[c] {
+				workers[c] = v
+			}
+		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	for _, v := range workers {
+		hwm += v
 	}
 	return hwm
 }
 
+// childPIDs are the processes pid's threads started and that still run
+// (/proc/<pid>/task/*/children).
+func childPIDs(pid int) []int {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, w := range strings.Fields(string(b)) {
+			var c int
+			if _, err := fmt.Sscanf(w, "%d", &c); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // childReadArgs parses the flags of the engine, duckdb and merge children.
-func childReadArgs(name string, args []string) (sink, tmp, point, sqlText, merged, out string) {
+func childReadArgs(name string, args []string) (sink, tmp, point, sqlText, merged, out, isolation string) {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	fs.StringVar(&isolation, "isolation", "", "query.isolation (default landlock)")
 	fs.StringVar(&sink, "sink", "", "the filesystem sink")
 	fs.StringVar(&tmp, "tmp", "", "the engine's temp directory")
 	fs.StringVar(&point, "point", "", "--as-of point")
@@ -430,7 +486,7 @@ func childReadArgs(name string, args []string) (sink, tmp, point, sqlText, merge
 // measurement in a process of its own, so that the harness never holds
 // DuckDB's memory.
 func childRead(name string, args []string) int {
-	sink, tmp, point, sqlText, merged, out := childReadArgs(name, args)
+	sink, tmp, point, sqlText, merged, out, isolation := childReadArgs(name, args)
 	ctx := context.Background()
 	var res childResult
 	var err error
@@ -438,7 +494,7 @@ func childRead(name string, args []string) int {
 	case "engine":
 		var store *fs.Store
 		if store, err = fs.New(sink); err == nil {
-			res.Cold, res.Warm, res.Answer, err = inProcess(ctx, store, tmp, &readQuery{sql: sqlText, point: point})
+			res.Cold, res.Warm, res.Answer, err = inProcess(ctx, store, tmp, &readQuery{sql: sqlText, point: point}, isolation)
 		}
 	case "duckdb":
 		res.Cold, res.Warm, res.Answer, err = duckMerged(ctx, merged, sqlText)
@@ -460,13 +516,13 @@ func childRead(name string, args []string) int {
 }
 
 // queryProc runs pg-cdc query once, polling its VmHWM.
-func (h *harness) queryProc(r pgcdcRun, q *readQuery, logName string) (usage, int64, string, error) {
+func (h *harness) queryProc(r pgcdcRun, q *readQuery, logName string, env ...string) (usage, int64, string, error) {
 	args := []string{"-c", r.config, "query", "--format", "csv"}
 	if q.point != "" {
 		args = append(args, "--as-of", q.point)
 	}
 	args = append(args, q.sql)
-	p, err := startProc(h.bin, args, nil, filepath.Join(r.dir, logName))
+	p, err := startProc(h.bin, args, env, filepath.Join(r.dir, logName))
 	if err != nil {
 		return usage{}, 0, "", err
 	}
@@ -506,9 +562,9 @@ var readLimits = query.Limits{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Mi
 // inProcess answers q through internal/query: a new Reader, the point
 // resolved, the first query (building the engine: its sandbox and views),
 // then the same query again on the built engine.
-func inProcess(ctx context.Context, store *fs.Store, tmp string, q *readQuery) (cold, warm time.Duration, answer string, err error) {
+func inProcess(ctx context.Context, store *fs.Store, tmp string, q *readQuery, isolation string) (cold, warm time.Duration, answer string, err error) {
 	started := time.Now()
-	rd, err := query.NewReader(query.ReaderOptions{Sink: store, TempDir: tmp, Limits: readLimits})
+	rd, err := query.NewReader(query.ReaderOptions{Sink: store, TempDir: tmp, Limits: readLimits, Isolation: isolation})
 	if err != nil {
 		return 0, 0, "", err
 	}
@@ -812,6 +868,28 @@ func (r *report) renderRead(p func(string, ...any)) {
 			q.sum(q.cold).Range(ms), q.sum(q.warm).Range(ms), dc, dw, rw, rc)
 	}
 	p("\nThe SQL: `%s`; `%s`. PostgreSQL's answers: %s.\n\n", rr.queries[0].sql, rr.queries[1].sql, answersText(rr.queries))
+	p("### The isolation's cost (issue 27)\n\n")
+	p("The same queries with `query.isolation: landlock` (the default: DuckDB in a worker process that Landlock confines, the request and its result crossing two pipes) and `none` (DuckDB in the calling process, as before issue 27), in the same rotation. **warm** is what a server's request costs once its version's engine is built (the worker already running): the goal is ≤ 1.10×. **cold** adds the worker's start (an exec of the binary, Landlock, DuckDB's open and the sandbox checks) to the engine build; `pg-cdc query` pays it once per command. The peak RSS of a `pg-cdc query` above is the command's and its worker's together.\n\n")
+	p("| query | engine warm, landlock | engine warm, none | **warm ratio** | engine cold, landlock | engine cold, none | cold ratio | pg-cdc query, landlock | pg-cdc query, none | process ratio |\n")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, q := range rr.queries {
+		if len(q.warmNone) == 0 || len(q.cliNone) == 0 {
+			continue
+		}
+		title := q.title
+		if q.point != "" {
+			title += fmt.Sprintf(" (`--as-of %s`)", q.point)
+		}
+		none := make([]float64, len(q.cliNone))
+		for i, u := range q.cliNone {
+			none[i] = u.Wall.Seconds()
+		}
+		p("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s |\n", title,
+			q.sum(q.warm).Range(ms), q.sum(q.warmNone).Range(ms), ratios(q.warm, q.warmNone).Range(ratio),
+			q.sum(q.cold).Range(ms), q.sum(q.coldNone).Range(ms), ratios(q.cold, q.coldNone).Range(ratio),
+			q.cliWall().Range(ms), q.sum(none).Range(ms), ratios(q.cliSeconds(), none).Range(ratio))
+	}
+	p("\n")
 	if mt := rr.meta; mt != nil && mt.versions > 0 {
 		perEntry := float64(mt.entryBytes) / float64(max(1, mt.entries))
 		perVersionManifest := float64(mt.manifestEnd-mt.manifestStart) / float64(mt.versions)
