@@ -127,8 +127,8 @@ type workerProc struct {
 	scratch string // the worker's private directory under Options.TempDir
 	// paths are the host's paths an error may name, longest first, with
 	// what a request is shown instead (scrub).
-	paths [][2]string
-	stderr  *tail
+	paths  [][2]string
+	stderr *tail
 
 	wmu      sync.Mutex // serializes frames on requests
 	requests *os.File
