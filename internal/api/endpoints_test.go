@@ -362,6 +362,20 @@ func TestQuery(t *testing.T) {
 	}
 }
 
+// TestQueryInfinity: a date's or timestamp's ±infinity is the string
+// "infinity" or "-infinity" (docs/api.md: JSON values), at any depth, never
+// the date the driver makes of it; finite values next to it keep their
+// forms.
+func TestQueryInfinity(t *testing.T) {
+	e := newEnv(t)
+	resp := e.do("POST", "/v1/query", `{"sql": "SELECT 'infinity'::TIMESTAMP AS ts, '-infinity'::TIMESTAMP AS nts, 'infinity'::TIMESTAMPTZ AS tz, '-infinity'::TIMESTAMPTZ AS ntz, 'infinity'::DATE AS d, '-infinity'::DATE AS nd, ['-infinity'::DATE, DATE '2026-01-01'] AS ds, TIMESTAMP '294246-01-01 00:00:00' AS finite"}`, 200)
+	b, _ := json.Marshal(resp["rows"])
+	want := `[["infinity","-infinity","infinity","-infinity","infinity","-infinity",["-infinity","2026-01-01"],"294246-01-01T00:00:00Z"]]`
+	if string(b) != want {
+		t.Errorf("rows = %s\nwant %s", b, want)
+	}
+}
+
 func TestManifestRefsDiffSnapshotStatus(t *testing.T) {
 	e := newEnv(t)
 	m := e.get("/v1/manifest", 200)

@@ -127,6 +127,16 @@ func (c *Capture) ConnectUpstream(ctx context.Context, m *manifest.Manifest) (*p
 // publication exist before the slot, so the slot's stream covers every
 // captured table from its first change. A slot no manifest refers to is
 // left over from an init that did not finish, and is dropped.
+//
+// Finding no table is not an error: setting the capture up before the
+// application creates its schema is an ordinary order. Init then creates
+// the publication with no table, the slot and a manifest with no table,
+// and start captures each table as it appears in the captured schemas
+// (published, then backfilled while streaming, as any table found after
+// init). A tables.include that names a table which does not exist is still
+// refused by Discover (a usage error): the list is explicit, a missing name
+// is far more often a typo than a table to come, and start's discovery
+// refuses it the same way.
 func (c *Capture) prepareInit(ctx context.Context, db *postgres.DB) ([]*cdc.Table, error) {
 	if err := db.Preflight(ctx, postgres.PreflightTarget{Provider: c.Provider, Publication: c.Publication, Slot: c.Slot}); err != nil {
 		return nil, err
@@ -136,7 +146,8 @@ func (c *Capture) prepareInit(ctx context.Context, db *postgres.DB) ([]*cdc.Tabl
 		return nil, err
 	}
 	if len(tables) == 0 {
-		return nil, c.noTables()
+		c.Log.Warn("no tables to capture yet: init creates the publication, the slot and a manifest with none; start captures each table created in the captured schemas from its first row",
+			"schemas", c.schemasText())
 	}
 	ids := make([]cdc.TableID, len(tables))
 	for i, t := range tables {

@@ -305,7 +305,7 @@ func (sw rebuildSwitch) apply(m *manifest.Manifest) error {
 }
 
 // rebuildTables discovers the tables the capture takes, as init does, and
-// pairs each with its manifest entry. A table of the manifest that the
+// pairs each with its manifest entry (none is no error, as for init). A table of the manifest that the
 // source no longer has (or the capture no longer takes) is refused rather
 // than dropped from the sink: removing a table's data is not rebuild's
 // decision.
@@ -331,9 +331,9 @@ func (c *Capture) rebuildTables(ctx context.Context, db *postgres.DB, m *manifes
 		return nil, cdc.Usage(fmt.Errorf("the manifest holds %s, which the source does not have or the configuration does not capture; rebuild would leave them behind (restore them, or keep their data with 'pg-cdc dump' and use a new storage path)",
 			strings.Join(missing, ", ")))
 	}
-	if len(tables) == 0 {
-		return nil, c.noTables()
-	}
+	// No table at all (a capture initialized before its tables exist):
+	// the rebuild is a new slot and epoch, and start captures the tables
+	// as they appear.
 	return tables, nil
 }
 

@@ -30,6 +30,10 @@ func (r *InitResult) WriteText(out io.Writer, slot, sink string) {
 		}
 	case r.Resumed != nil:
 		r.Resumed.WriteText(out, slot)
+	case r.Snapshot.Tables == 0:
+		fmt.Fprintf(out, "initialized with no tables yet (none exists in the captured schemas) at LSN %s into %s; run 'pg-cdc start': "+
+			"it captures each table created there, its rows from the first (every backfill.discover_interval_sec while it runs, and whenever it starts)\n",
+			r.Snapshot.LSN, sink)
 	default:
 		fmt.Fprintf(out, "initialized: %d tables, %d rows snapshotted at LSN %s into %s; run 'pg-cdc start' to stream\n",
 			r.Snapshot.Tables, r.Snapshot.Rows, r.Snapshot.LSN, sink)

@@ -144,8 +144,14 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if len(keys) == 0 {
+		// Initialized before the application created its tables.
+		fmt.Fprintln(out, "tables:    none yet; 'pg-cdc start' captures each table created in the captured schemas, its rows from the first")
+	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tCOMPACTED")
+	if len(keys) > 0 {
+		fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tCOMPACTED")
+	}
 	for _, k := range keys {
 		t := m.Tables[k]
 		var baseRows, tombstones, changeRows, bytes int64

@@ -55,9 +55,12 @@ func (c *Capture) Discover(ctx context.Context, db *postgres.DB, keep func(cdc.T
 	return found, nil
 }
 
-// noTables is the usage error of a capture that finds nothing to take.
-func (c *Capture) noTables() error {
-	return cdc.Usage(fmt.Errorf("no tables to capture in schemas %v (check tables.include and tables.exclude)", c.Tables.Schemas))
+// schemasText names the schemas the capture watches, for messages.
+func (c *Capture) schemasText() string {
+	if len(c.Tables.Schemas) == 0 {
+		return "every schema but the system ones"
+	}
+	return strings.Join(c.Tables.Schemas, ", ")
 }
 
 // ApplyTypeOverrides sets the representation the types: overrides choose

@@ -39,6 +39,7 @@ const (
 	PrefixResnapshot = "pgcdc.resnapshot" // Resnapshot
 	PrefixHeartbeat  = "pgcdc.heartbeat"  // Heartbeat
 	PrefixWatermark  = "pgcdc.verify"     // Watermark
+	PrefixPartitions = "pgcdc.partitions" // Partitions
 )
 
 // Message is one of pg-cdc's control messages: Reconcile, Chunk, AddTable,
@@ -84,6 +85,17 @@ type AddTable struct{ ID string }
 // request for Table ("schema.table") in the manifest: re-read it.
 type Resnapshot struct{ Table string }
 
+// Partitions tells the loop that the leaf partitions of a captured
+// partitioned table (Table, "schema.table") are now Leaves (their OIDs,
+// sorted). Resnapshot asks for the table to be copied again into its next
+// generation: a partition attached with rows, detached or dropped changed
+// the table's rows with no row change in the WAL.
+type Partitions struct {
+	Table      string   `json:"table"`
+	Leaves     []uint32 `json:"leaves"`
+	Resnapshot bool     `json:"resnapshot"`
+}
+
 // Heartbeat moves an idle slot: its only meaning is its position. At is
 // when it was written (RFC 3339), for a person reading the WAL.
 type Heartbeat struct{ At string }
@@ -99,6 +111,7 @@ func (AddTable) Prefix() string   { return PrefixAddTable }
 func (Resnapshot) Prefix() string { return PrefixResnapshot }
 func (Heartbeat) Prefix() string  { return PrefixHeartbeat }
 func (Watermark) Prefix() string  { return PrefixWatermark }
+func (Partitions) Prefix() string { return PrefixPartitions }
 
 // reconcileFormat is the Reconcile encoding this version writes and reads.
 const reconcileFormat = 1
@@ -117,6 +130,20 @@ func (r Reconcile) content() (string, error) {
 	b, err := json.Marshal(reconcileWire{Format: reconcileFormat, Tables: tables})
 	if err != nil {
 		return "", fmt.Errorf("encode reconcile request: %w", err)
+	}
+	return string(b), nil
+}
+
+func (p Partitions) content() (string, error) {
+	if p.Table == "" {
+		return "", errors.New("encode partitions: no table")
+	}
+	if p.Leaves == nil {
+		p.Leaves = []uint32{}
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode partitions of %s: %w", p.Table, err)
 	}
 	return string(b), nil
 }
@@ -173,6 +200,12 @@ func Decode(prefix string, content []byte) (Message, error) {
 			w.Tables = []Shape{}
 		}
 		return Reconcile{Tables: w.Tables}, nil
+	case PrefixPartitions:
+		var p Partitions
+		if err := json.Unmarshal(content, &p); err != nil || p.Table == "" {
+			return nil, fmt.Errorf("%w: %s: %q", ErrUnreadable, prefix, content)
+		}
+		return p, nil
 	case PrefixChunk:
 		return decodeText(prefix, content, func(s string) Message { return Chunk{ID: s} })
 	case PrefixAddTable:

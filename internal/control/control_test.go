@@ -22,6 +22,8 @@ func sample() []Message {
 		Resnapshot{Table: "public.items"},
 		Heartbeat{At: "2026-12-01T08:00:00Z"},
 		Watermark{Snapshot: "1000:1004:1001,1002"},
+		Partitions{Table: "public.m", Leaves: []uint32{16400, 16412}, Resnapshot: true},
+		Partitions{Table: "public.m", Leaves: []uint32{}},
 	}
 }
 

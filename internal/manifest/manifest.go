@@ -112,6 +112,11 @@ type Table struct {
 	// (pg-cdc resnapshot), while readers keep reading this one; absent when
 	// none is asked for or running. Readers ignore it.
 	Resnapshot *Resnapshot `json:"resnapshot,omitempty"`
+	// Partitions are a partitioned table's leaf partitions (their OIDs,
+	// sorted) as the streamer last saw them; absent for other tables. A
+	// set that changed in a way no row change shows (a partition attached
+	// with rows, detached, dropped) makes a resnapshot (design.md §8).
+	Partitions []uint32 `json:"partitions,omitempty"`
 }
 
 // Resnapshot is a table's next generation being built by a backfill

@@ -1008,3 +1008,21 @@ func TestQueryTypes(t *testing.T) {
 		t.Errorf("a huge integer is not exact on the wire: %s", got)
 	}
 }
+
+// TestQueryInfinity: a date's or timestamp's ±infinity is a cell of the
+// strings "infinity" and "-infinity" (PostgreSQL's to_json), never the
+// date the driver makes of it (294247-01-10T04:00:54.775807Z); a finite
+// date next to it is still RFC 3339.
+func TestQueryInfinity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	var out QueryOutput
+	h.ok("query", map[string]any{"sql": `SELECT 'infinity'::TIMESTAMP AS ts, '-infinity'::TIMESTAMP AS nts, 'infinity'::TIMESTAMPTZ AS tz,
+		'-infinity'::TIMESTAMPTZ AS ntz, 'infinity'::DATE AS d, '-infinity'::DATE AS nd, ['-infinity'::DATE, DATE '2026-01-01'] AS ds,
+		{'t': 'infinity'::TIMESTAMP} AS st, TIMESTAMP '294246-01-01 00:00:00' AS finite`}, &out)
+	b, _ := json.Marshal(out.Rows)
+	want := `[["infinity","-infinity","infinity","-infinity","infinity","-infinity",["-infinity","2026-01-01T00:00:00Z"],{"t":"infinity"},"294246-01-01T00:00:00Z"]]`
+	if string(b) != want {
+		t.Errorf("cells = %s\nwant %s", b, want)
+	}
+}

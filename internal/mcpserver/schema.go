@@ -17,7 +17,7 @@ import (
 type Value any
 
 var valueSchema = &jsonschema.Schema{
-	Description: "a cell: null, a boolean, a number, a string (decimals, uuids, times, bytes as \\x-hex, integers beyond ±2^53), an array (lists, maps as key/value entries) or an object (structs, intervals)",
+	Description: "a cell: null, a boolean, a number, a string (decimals, uuids, times in RFC 3339 and a date's or timestamp's \"infinity\" and \"-infinity\", bytes as \\x-hex, integers beyond ±2^53), an array (lists, maps as key/value entries) or an object (structs, intervals)",
 	AnyOf: []*jsonschema.Schema{
 		{Type: "null"}, {Type: "boolean"}, {Type: "number"}, {Type: "string"},
 		{Type: "array", Items: &jsonschema.Schema{Ref: "#/$defs/value"}},

@@ -29,8 +29,9 @@ import (
 // the server reads with the key columns' own input functions, under
 // standard_conforming_strings, so any text round-trips.
 func (db *DB) ReadChunk(ctx context.Context, t *cdc.Table, after []string, limit int, fn func(values []cdc.Datum) error) (cdc.Snapshot, int64, error) {
-	sql, err := chunkSQL(t, after, limit)
-	if err != nil {
+	// The query is checked before a connection is taken, and written
+	// again once the table's kind is known.
+	if _, err := chunkSQL(t, "", after, limit); err != nil {
 		return cdc.Snapshot{}, 0, err
 	}
 	c, err := db.acquire(ctx)
@@ -49,13 +50,22 @@ func (db *DB) ReadChunk(ctx context.Context, t *cdc.Table, after []string, limit
 			return cdc.Snapshot{}, 0, fmt.Errorf("read chunk of %s on %s: %s: %w", t.ID, db.server, stmt, err)
 		}
 	}
-	var text string
-	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
+	// One statement, so the snapshot is still the first one taken.
+	var (
+		text        string
+		partitioned bool
+	)
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text, `+partitionedSQL, pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()).
+		Scan(&text, &partitioned); err != nil {
 		return cdc.Snapshot{}, 0, fmt.Errorf("read chunk of %s on %s: snapshot: %w", t.ID, db.server, err)
 	}
 	snap, err := cdc.ParseSnapshot(text)
 	if err != nil {
 		return cdc.Snapshot{}, 0, fmt.Errorf("read chunk of %s on %s: %w", t.ID, db.server, err)
+	}
+	sql, err := chunkSQL(t, rowSource(t.ID, partitioned), after, limit)
+	if err != nil {
+		return cdc.Snapshot{}, 0, err
 	}
 	p := newCopyParser(len(t.Columns), fn)
 	tag, err := c.PgConn().CopyTo(ctx, p, sql)
@@ -71,9 +81,9 @@ func (db *DB) ReadChunk(ctx context.Context, t *cdc.Table, after []string, limit
 	return snap, p.rows, nil
 }
 
-// chunkSQL is the COPY of one chunk: columns by name in t.Columns order,
-// rows after the key after, in key order.
-func chunkSQL(t *cdc.Table, after []string, limit int) (string, error) {
+// chunkSQL is the COPY of one chunk of from (t's rowSource): columns by
+// name in t.Columns order, rows after the key after, in key order.
+func chunkSQL(t *cdc.Table, from string, after []string, limit int) (string, error) {
 	if len(t.PrimaryKey) == 0 {
 		return "", fmt.Errorf("read chunk of %s: the table has no primary key", t.ID)
 	}
@@ -92,7 +102,7 @@ func chunkSQL(t *cdc.Table, after []string, limit int) (string, error) {
 		keys[i] = pgx.Identifier{k}.Sanitize()
 	}
 	var b strings.Builder
-	b.WriteString("COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize())
+	b.WriteString("COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + from)
 	if after != nil {
 		lits := make([]string, len(after))
 		for i, v := range after {

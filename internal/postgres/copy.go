@@ -44,14 +44,14 @@ func (db *DB) CopyTable(ctx context.Context, snapshot string, t *cdc.Table, fn f
 	defer db.release(c)
 
 	p := newCopyParser(len(t.Columns), fn)
-	err = copyIn(ctx, c, snapshot, copySQL(t), p)
+	err = copyIn(ctx, c, snapshot, t, p)
 	if err != nil {
 		return p.rows, fmt.Errorf("copy table %s from %s: %w", t.ID, db.server, err)
 	}
 	return p.rows, nil
 }
 
-func copyIn(ctx context.Context, c *pgx.Conn, snapshot, sql string, p *copyParser) error {
+func copyIn(ctx context.Context, c *pgx.Conn, snapshot string, t *cdc.Table, p *copyParser) error {
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -67,7 +67,11 @@ func copyIn(ctx context.Context, c *pgx.Conn, snapshot, sql string, p *copyParse
 			return fmt.Errorf("import snapshot %s: %w", snapshot, err)
 		}
 	}
-	tag, err := tx.Conn().PgConn().CopyTo(ctx, p, sql)
+	from, err := lookupRowSource(ctx, tx, t.ID)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Conn().PgConn().CopyTo(ctx, p, copySQL(t, from))
 	if err != nil {
 		return err
 	}
@@ -82,14 +86,51 @@ func copyIn(ctx context.Context, c *pgx.Conn, snapshot, sql string, p *copyParse
 
 // copySQL selects the columns by name, in t.Columns order, so that the
 // values line up with the table description even if the table has dropped
-// or generated columns.
-func copySQL(t *cdc.Table) string {
+// or generated columns; from is t's rowSource.
+func copySQL(t *cdc.Table, from string) string {
 	cols := make([]string, len(t.Columns))
 	for i, col := range t.Columns {
 		cols[i] = pgx.Identifier{col.Name}.Sanitize()
 	}
-	return "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " +
-		pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize() + ") TO STDOUT"
+	return "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + from + ") TO STDOUT"
+}
+
+// rowSource is the FROM item that reads exactly the rows the stream
+// delivers under table id. For an ordinary table that is ONLY id: the rows
+// of its inheritance children are published under each child
+// (EnsurePublication adds every table with ONLY), so reading them as the
+// parent's too would put them in the parent's sink table, where no update
+// or delete of theirs ever arrives. For a partitioned table it is id
+// itself: it holds no rows of its own (ONLY would read none), and its
+// partitions' rows are published under it (publish_via_partition_root).
+func rowSource(id cdc.TableID, partitioned bool) string {
+	name := pgx.Identifier{id.Schema, id.Name}.Sanitize()
+	if partitioned {
+		return name
+	}
+	return "ONLY " + name
+}
+
+// partitionedSQL says whether the table named $1 (quoted, schema first) is
+// partitioned; a table that does not exist is not, and the read that
+// follows names it in its error.
+const partitionedSQL = `EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass($1) AND relkind = 'p')`
+
+// rowQuerier is a connection or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// lookupRowSource reads id's kind from the catalog and returns its
+// rowSource. The kind is looked up at each read, not carried with the
+// table: a table the stream found while running comes from the manifest,
+// which does not record it.
+func lookupRowSource(ctx context.Context, q rowQuerier, id cdc.TableID) (string, error) {
+	var partitioned bool
+	if err := q.QueryRow(ctx, "SELECT "+partitionedSQL, pgx.Identifier{id.Schema, id.Name}.Sanitize()).Scan(&partitioned); err != nil {
+		return "", fmt.Errorf("read the kind of table %s: %w", id, err)
+	}
+	return rowSource(id, partitioned), nil
 }
 
 // validSnapshotName accepts the names pg_export_snapshot and

@@ -152,12 +152,14 @@ func includedRelations(ctx context.Context, c *pgx.Conn, include []cdc.TableID, 
 	var problems []string
 	seen := make(map[cdc.TableID]bool)
 	out := rels[:0]
+	missing := false
 	for _, id := range include {
 		r, ok := found[id]
 		switch {
 		case seen[id]:
 			continue
 		case !ok:
+			missing = true
 			problems = append(problems, fmt.Sprintf("table %s does not exist", id.Quoted()))
 		case r.kind != "r" && r.kind != "p":
 			problems = append(problems, fmt.Sprintf("%s is not a table (relkind %s)", id.Quoted(), r.kind))
@@ -169,8 +171,13 @@ func includedRelations(ctx context.Context, c *pgx.Conn, include []cdc.TableID, 
 		seen[id] = true
 	}
 	if len(problems) > 0 {
-		return nil, &cdc.Error{Class: cdc.ErrUsage, Msg: "tables.include: " + strings.Join(problems, "; "),
-			Hint: `name each table as PostgreSQL writes it, schema first: public.orders, or public."Order Items" for a name with capitals, spaces or dots`}
+		hint := `name each table as PostgreSQL writes it, schema first: public.orders, or public."Order Items" for a name with capitals, spaces or dots`
+		if missing {
+			// An explicit list names tables that exist: a missing one is
+			// far more often a typo than a table to come.
+			hint += `; to capture tables the application has not created yet, leave tables.include empty: every table created in source.postgres.schemas is then captured (tables.exclude leaves some out)`
+		}
+		return nil, &cdc.Error{Class: cdc.ErrUsage, Msg: "tables.include: " + strings.Join(problems, "; "), Hint: hint}
 	}
 	return out, nil
 }

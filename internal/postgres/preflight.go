@@ -53,7 +53,8 @@ type PreflightTarget struct {
 	Exclude []string
 	// Initialized: the sink has a manifest. The slot and the publication
 	// must then exist, EndLSN is the manifest's end LSN, and the caller
-	// passes the manifest's tables as Include.
+	// passes the manifest's tables as Include (none: a capture initialized
+	// before its tables exist, and no table is discovered).
 	Initialized bool
 	EndLSN      cdc.LSN
 }
@@ -104,6 +105,14 @@ func (db *DB) Preflight(ctx context.Context, t PreflightTarget) error {
 	}
 }
 
+// schemasText names the schemas DiscoverTables looks in.
+func schemasText(schemas []string) string {
+	if len(schemas) == 0 {
+		return "any schema"
+	}
+	return "schemas " + strings.Join(schemas, ", ")
+}
+
 // RunPreflight connects through spec and runs every source check, in this order:
 // connect, provider, the server checks (see Preflight), the replication
 // connection, the captured tables (discovery, names, replica identity,
@@ -148,20 +157,31 @@ func RunPreflight(ctx context.Context, spec ConnSpec, t PreflightTarget) Report 
 		add(c)
 	}
 
-	tables, err := db.DiscoverTables(ctx, t.Schemas, t.Include, t.Exclude)
+	var tables []*cdc.Table
+	if !t.Initialized || len(t.Include) > 0 {
+		// After init the manifest's tables are the captured ones: none
+		// means none, not the schemas' (start adds those as it finds them).
+		tables, err = db.DiscoverTables(ctx, t.Schemas, t.Include, t.Exclude)
+	}
 	switch {
 	case err != nil:
 		add(Check{Name: "tables", Status: StatusFail, Detail: err.Error(),
 			Fix: "check source.postgres.schemas, tables.include and tables.exclude against the database"})
 		return r
+	case len(tables) == 0 && t.Initialized:
+		add(Check{Name: "tables", Status: StatusOK,
+			Detail: "the manifest captures no table yet: start adds each table created in the captured schemas, and backfills it"})
 	case len(tables) == 0:
-		add(Check{Name: "tables", Status: StatusFail, Detail: fmt.Sprintf("no tables to capture in schemas %s", strings.Join(t.Schemas, ", ")),
-			Fix: "create the tables first, or check source.postgres.schemas, tables.include and tables.exclude"})
-		return r
+		// Init sets up an empty capture, and start takes the tables as
+		// the application creates them.
+		add(Check{Name: "tables", Status: StatusWarn, Detail: fmt.Sprintf("no tables to capture yet in %s: init creates the publication and the slot with none, "+
+			"and start captures each table created there from its first row", schemasText(t.Schemas)),
+			Fix: "nothing, if the application creates its tables later; otherwise check source.postgres.schemas, tables.include and tables.exclude"})
+	default:
+		r.Tables = tables
+		add(Check{Name: "tables", Status: StatusOK, Detail: describeTables(tables)})
+		add(tableChecks(tables)...)
 	}
-	r.Tables = tables
-	add(Check{Name: "tables", Status: StatusOK, Detail: describeTables(tables)})
-	add(tableChecks(tables)...)
 
 	privs, err := db.tablePrivileges(ctx, tables)
 	if err != nil {

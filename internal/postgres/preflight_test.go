@@ -133,13 +133,13 @@ func TestPublicationCheck(t *testing.T) {
 	}{
 		{"missing before init", publicationFacts{name: "pub", captured: []cdc.TableID{a, b}}, target, StatusOK, ""},
 		{"missing, tables not owned", publicationFacts{name: "pub", captured: []cdc.TableID{a, b}, notOwned: []cdc.TableID{b}}, target, StatusFail,
-			`CREATE PUBLICATION "pub" FOR TABLE "public"."a", "public"."b"`},
+			`CREATE PUBLICATION "pub" FOR TABLE ONLY "public"."a", ONLY "public"."b"`},
 		{"missing after init", publicationFacts{name: "pub"}, initialized, StatusFail, "pg-cdc teardown"},
 		{"no truncate", mod(func(p *publicationFacts) { p.truncate = false }), target, StatusFail, "publish = 'insert, update, delete, truncate'"},
-		{"extra", mod(func(p *publicationFacts) { p.extra = []cdc.TableID{{Schema: "public", Name: "x"}} }), target, StatusFail, `DROP TABLE "public"."x"`},
+		{"extra", mod(func(p *publicationFacts) { p.extra = []cdc.TableID{{Schema: "public", Name: "x"}} }), target, StatusFail, `DROP TABLE ONLY "public"."x"`},
 		{"missing table before init", mod(func(p *publicationFacts) { p.missing = []cdc.TableID{b} }), target, StatusOK, ""},
 		{"missing table, not the owner", mod(func(p *publicationFacts) { p.missing, p.owned = []cdc.TableID{b}, false }), target, StatusFail,
-			`ALTER PUBLICATION "pub" ADD TABLE "public"."b"`},
+			`ALTER PUBLICATION "pub" ADD TABLE ONLY "public"."b"`},
 		{"missing table after init", mod(func(p *publicationFacts) { p.missing = []cdc.TableID{b} }), initialized, StatusFail, "pg-cdc verify"},
 		{"complete", all, initialized, StatusOK, ""},
 	}
@@ -218,7 +218,7 @@ func TestRunPreflightReplicaLevel(t *testing.T) {
 		"replication_privilege": `ALTER ROLE "preflight_plain" WITH REPLICATION`,
 		"database_create":       `GRANT CREATE ON DATABASE`,
 		"table_privileges":      `GRANT SELECT ON TABLE "public"."keyed", "public"."nokey", "public"."nothing" TO "preflight_plain"`,
-		"publication":           `CREATE PUBLICATION "pg_cdc_pub" FOR TABLE "public"."keyed", "public"."nokey", "public"."nothing"`,
+		"publication":           `CREATE PUBLICATION "pg_cdc_pub" FOR TABLE ONLY "public"."keyed", ONLY "public"."nokey", ONLY "public"."nothing"`,
 	}
 	for name, fix := range fails {
 		if c := got[name]; c.Status != StatusFail || !strings.Contains(c.Fix, fix) {
@@ -279,7 +279,7 @@ func TestRunPreflightInitialized(t *testing.T) {
 	}
 	tgt.EndLSN = lsn
 	e.exec(`ALTER PUBLICATION pf_pub ADD TABLE b`)
-	if c := last(tgt, "publication"); c.Status != StatusFail || !strings.Contains(c.Fix, `ALTER PUBLICATION "pf_pub" DROP TABLE "public"."b"`) {
+	if c := last(tgt, "publication"); c.Status != StatusFail || !strings.Contains(c.Fix, `ALTER PUBLICATION "pf_pub" DROP TABLE ONLY "public"."b"`) {
 		t.Errorf("publication with a table not captured: %+v", c)
 	}
 	if c := last(tgt, "provider"); c.Status != StatusOK || !strings.Contains(c.Detail, "configured") {

@@ -13,15 +13,24 @@ import (
 )
 
 // EnsurePublication makes publication name publish every table in tables.
-// A missing publication is created FOR TABLE with those tables and
-// publish_via_partition_root = true (so a partitioned table's changes arrive
-// under the root that DiscoverTables returns). An existing one gets ALTER
-// PUBLICATION ... ADD TABLE for the tables it does not yet cover, and
-// publish_via_partition_root turned on when a listed table is partitioned;
-// tables it already covers, by name, FOR ALL TABLES or TABLES IN SCHEMA, are
-// left alone, and so are tables it has beyond the list. It runs in one
-// transaction, so the publication changes whole or not at all; running it
-// again is a no-op.
+// A missing publication is created FOR TABLE with those tables (none: a
+// publication of no table yet, which init creates on a database whose
+// tables do not exist yet) and publish_via_partition_root = true (so a
+// partitioned table's changes arrive under the root that DiscoverTables
+// returns). An existing one gets ALTER PUBLICATION ... ADD TABLE for the
+// tables it does not yet cover, and publish_via_partition_root turned on
+// when a listed table is partitioned; tables it already covers, by name,
+// FOR ALL TABLES or TABLES IN SCHEMA, are left alone, and so are tables it
+// has beyond the list. It runs in one transaction, so the publication
+// changes whole or not at all; running it again is a no-op.
+//
+// Every table is named with ONLY (publishedList): each becomes a member by
+// itself. Without ONLY, PostgreSQL also makes every inheritance child of a
+// table a member, so a parent and its child captured together would fail
+// ("relation is already member of publication") and a child excluded from
+// the capture would be published anyway. A partition is not an inheritance
+// child in this sense: a partitioned table is published with its
+// partitions, ONLY or not.
 //
 // An existing publication that does not publish all of insert, update,
 // delete and truncate is refused with an error of class ErrPreflight (pg-cdc
@@ -61,7 +70,7 @@ func ensurePublication(ctx context.Context, tx pgx.Tx, name string, tables []cdc
 	if errors.Is(err, pgx.ErrNoRows) {
 		sql := "CREATE PUBLICATION " + pub
 		if len(tables) > 0 {
-			sql += " FOR TABLE " + tableList(tables)
+			sql += " FOR TABLE " + publishedList(tables)
 		}
 		_, err = tx.Exec(ctx, sql+" WITH (publish_via_partition_root = true)")
 		return err
@@ -112,7 +121,7 @@ func ensurePublication(ctx context.Context, tx pgx.Tx, name string, tables []cdc
 	if len(missing) == 0 {
 		return nil
 	}
-	_, err = tx.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+tableList(missing))
+	_, err = tx.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+publishedList(missing))
 	return err
 }
 
@@ -120,6 +129,19 @@ func tableList(tables []cdc.TableID) string {
 	parts := make([]string, len(tables))
 	for i, t := range tables {
 		parts[i] = pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// publishedList is tables as a publication's table list: "ONLY a, ONLY
+// b", each table a member by itself and none of its inheritance children
+// with it (see EnsurePublication). PostgreSQL then publishes a change under
+// the relation whose row it is: a row of a child arrives as the child's,
+// never as the parent's.
+func publishedList(tables []cdc.TableID) string {
+	parts := make([]string, len(tables))
+	for i, t := range tables {
+		parts[i] = "ONLY " + pgx.Identifier{t.Schema, t.Name}.Sanitize()
 	}
 	return strings.Join(parts, ", ")
 }

@@ -18,16 +18,22 @@ import (
 // values are sent as text parameters, so the server parses them with the
 // column types' own input functions. found is false when no row matches.
 func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols []int) ([]cdc.Datum, bool, error) {
-	sql, params, err := rowQuery(t, key, cols)
-	if err != nil {
+	if _, _, err := rowQuery(t, "", key, cols); err != nil {
 		return nil, false, fmt.Errorf("read row of %s: %w", t.ID, err)
 	}
 	var (
 		out   []cdc.Datum
 		found bool
 	)
-	err = db.with(ctx, func(c *pgx.Conn) error {
-		var err error
+	err := db.with(ctx, func(c *pgx.Conn) error {
+		from, err := lookupRowSource(ctx, c, t.ID)
+		if err != nil {
+			return err
+		}
+		sql, params, err := rowQuery(t, from, key, cols)
+		if err != nil {
+			return err
+		}
 		out, found, err = queryRow(ctx, c.PgConn(), sql, params)
 		return err
 	})
@@ -37,9 +43,10 @@ func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols [
 	return out, found, nil
 }
 
-// rowQuery is the SELECT of the columns cols of the row whose primary key
-// holds key, with the key values as text parameters.
-func rowQuery(t *cdc.Table, key []cdc.Datum, cols []int) (string, [][]byte, error) {
+// rowQuery is the SELECT from from (t's rowSource) of the columns cols of
+// the row whose primary key holds key, with the key values as text
+// parameters.
+func rowQuery(t *cdc.Table, from string, key []cdc.Datum, cols []int) (string, [][]byte, error) {
 	if len(t.PrimaryKey) == 0 || len(key) != len(t.PrimaryKey) {
 		return "", nil, fmt.Errorf("need %d key values, got %d", len(t.PrimaryKey), len(key))
 	}
@@ -59,7 +66,7 @@ func rowQuery(t *cdc.Table, key []cdc.Datum, cols []int) (string, [][]byte, erro
 		where[i] = pgx.Identifier{name}.Sanitize() + " = $" + strconv.Itoa(i+1)
 		params[i] = key[i].Text
 	}
-	sql := "SELECT " + strings.Join(sel, ", ") + " FROM " + pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize() +
+	sql := "SELECT " + strings.Join(sel, ", ") + " FROM " + from +
 		" WHERE " + strings.Join(where, " AND ")
 	return sql, params, nil
 }

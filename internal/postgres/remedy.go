@@ -136,14 +136,14 @@ func fixSelect(p Provider, tables []cdc.TableID, role string) string {
 // publish it; init uses a publication that exists.
 func fixCreatePublication(p Provider, pub string, tables []cdc.TableID) string {
 	return fmt.Sprintf("as the tables' owner or %s create the publication, which init then uses: CREATE PUBLICATION %s FOR TABLE %s "+
-		"WITH (publish_via_partition_root = true)", admin(p), ident(pub), tableList(tables))
+		"WITH (publish_via_partition_root = true)", admin(p), ident(pub), publishedList(tables))
 }
 
 // fixPublicationAdd: only the publication's owner may add tables to it,
 // and only tables it owns.
 func fixPublicationAdd(p Provider, pub string, tables []cdc.TableID) string {
 	return fmt.Sprintf("as the publication's and tables' owner or %s run ALTER PUBLICATION %s ADD TABLE %s",
-		admin(p), ident(pub), tableList(tables))
+		admin(p), ident(pub), publishedList(tables))
 }
 
 // fixPublicationOps: pg-cdc needs every operation published.
@@ -159,7 +159,7 @@ func fixPublicationExtra(pub string, tables []cdc.TableID, allTables bool) strin
 			"or capture every table (tables.include, tables.exclude, source.postgres.schemas)", ident(pub), ident(pub))
 	}
 	return fmt.Sprintf("as the publication's owner run ALTER PUBLICATION %s DROP TABLE %s, or capture them (tables.include, tables.exclude)",
-		ident(pub), tableList(tables))
+		ident(pub), publishedList(tables))
 }
 
 // rebuild is the one way back from lost changes (docs/exit-codes.md, 10).

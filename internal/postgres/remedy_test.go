@@ -66,9 +66,9 @@ func TestRemedies(t *testing.T) {
 		"select rds": {fixSelect(ProviderRDS, []cdc.TableID{{Schema: "public", Name: "a"}, {Schema: "s", Name: "b"}}, "cdc"),
 			[]string{`GRANT SELECT ON TABLE "public"."a", "s"."b" TO "cdc"`, "the master user"}, nil},
 		"create publication": {fixCreatePublication(ProviderSelfManaged, "pg_cdc_pub", []cdc.TableID{{Schema: "public", Name: "a"}}),
-			[]string{`CREATE PUBLICATION "pg_cdc_pub" FOR TABLE "public"."a" WITH (publish_via_partition_root = true)`}, nil},
+			[]string{`CREATE PUBLICATION "pg_cdc_pub" FOR TABLE ONLY "public"."a" WITH (publish_via_partition_root = true)`}, nil},
 		"publication extra": {fixPublicationExtra("p", []cdc.TableID{{Schema: "public", Name: "x"}}, false),
-			[]string{`ALTER PUBLICATION "p" DROP TABLE "public"."x"`}, nil},
+			[]string{`ALTER PUBLICATION "p" DROP TABLE ONLY "public"."x"`}, nil},
 		"publication all tables": {fixPublicationExtra("p", []cdc.TableID{{Schema: "public", Name: "x"}}, true),
 			[]string{`DROP PUBLICATION "p"`}, []string{"DROP TABLE"}},
 	}

@@ -59,11 +59,15 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 			rewritten = true
 			return nil
 		}
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{t.ID.Schema, t.ID.Name}.Sanitize()).Scan(&rows); err != nil {
+		from, err := lookupRowSource(ctx, tx, t.ID)
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+from).Scan(&rows); err != nil {
 			return fmt.Errorf("count rows: %w", err)
 		}
 		for _, key := range keys {
-			sql, params, err := rowQuery(t, key, cols)
+			sql, params, err := rowQuery(t, from, key, cols)
 			if err != nil {
 				return err
 			}

@@ -97,8 +97,12 @@ func (s *SnapshotTx) CopyTable(ctx context.Context, t *cdc.Table, fn func(values
 	if s.tx == nil {
 		return 0, fmt.Errorf("copy table %s: the snapshot transaction is closed", t.ID)
 	}
+	from, err := lookupRowSource(ctx, s.tx, t.ID)
+	if err != nil {
+		return 0, fmt.Errorf("copy table %s from %s under the snapshot: %w", t.ID, s.db.server, err)
+	}
 	p := newCopyParser(len(t.Columns), fn)
-	tag, err := s.conn.PgConn().CopyTo(ctx, p, copySQL(t))
+	tag, err := s.conn.PgConn().CopyTo(ctx, p, copySQL(t, from))
 	if err == nil {
 		err = p.Close()
 	}

@@ -67,6 +67,7 @@ type (
 	Column   = readpath.Column
 	Result   = readpath.Result
 	Interval = readpath.Interval
+	Infinity = readpath.Infinity
 	MapEntry = readpath.MapEntry
 )
 

@@ -27,7 +27,7 @@ func estimateSize(v any) int64 {
 		return int64(len(x))
 	case []byte:
 		return int64(len(x))
-	case time.Time:
+	case time.Time, Infinity:
 		return 8
 	case *big.Int:
 		if x == nil {

@@ -87,6 +87,7 @@ func registerWireTypes() bool {
 	gob.Register([]any{})
 	gob.Register(map[string]any{})
 	gob.Register(Interval{})
+	gob.Register(Infinity{})
 	gob.Register([]MapEntry{})
 	return true
 }

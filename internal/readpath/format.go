@@ -118,14 +118,17 @@ func (r *Result) writeJSON(w io.Writer) error {
 }
 
 // Text is a value's display text for a column of DuckDB type t: numbers
-// exact, times in UTC in SQL's form, bytes as \x and hex, lists, structs
-// and maps as JSON.
+// exact, times in UTC in SQL's form (±infinity as PostgreSQL prints it:
+// infinity, -infinity), bytes as \x and hex, lists, structs and maps as
+// JSON.
 func Text(v any, t string) string {
 	switch x := v.(type) {
 	case string:
 		return x
 	case time.Time:
 		return timeText(x, t)
+	case Infinity:
+		return x.String()
 	case []byte:
 		return `\x` + hex.EncodeToString(x)
 	case float32:
@@ -207,9 +210,10 @@ func floatText(f float64, bits int) string {
 // JSONValue is a value as the JSON output holds it: numbers as numbers
 // (NaN and infinities, which JSON has not, as their names; huge integers
 // as numbers too, exactly), decimals and UUIDs as the strings the engine
-// gives, times as RFC 3339 in UTC, bytes as \x and hex, lists as arrays,
-// structs as objects, maps as arrays of {key, value} (a key need not be a
-// string), intervals as {months, days, micros}.
+// gives, times as RFC 3339 in UTC (±infinity as the strings "infinity"
+// and "-infinity", as PostgreSQL's to_json has them), bytes as \x and hex,
+// lists as arrays, structs as objects, maps as arrays of {key, value} (a
+// key need not be a string), intervals as {months, days, micros}.
 func JSONValue(v any) any {
 	switch x := v.(type) {
 	case nil, string, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, int, uint:
@@ -220,6 +224,8 @@ func JSONValue(v any) any {
 		return jsonFloat(x, 64)
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
+	case Infinity:
+		return x.String()
 	case []byte:
 		return `\x` + hex.EncodeToString(x)
 	case *big.Int:

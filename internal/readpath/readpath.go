@@ -40,7 +40,8 @@ type Column struct {
 //
 // Values in Rows are standard Go types, never the driver's: nil, bool,
 // int8…int64, uint8…uint64, float32, float64, string, []byte, time.Time,
-// *big.Int (HUGEINT, UHUGEINT, BIGNUM), []any (LIST, ARRAY), map[string]any
+// Infinity (a DATE's or TIMESTAMP's ±infinity, at any depth), *big.Int
+// (HUGEINT, UHUGEINT, BIGNUM), []any (LIST, ARRAY), map[string]any
 // (STRUCT; a UNION as {tag: value}), []MapEntry (MAP, in key order),
 // Interval, and string for DECIMAL (exact, with the type's scale: "1.500")
 // and UUID (canonical form) at the top level of a row. JSON values arrive
@@ -64,6 +65,43 @@ type Interval struct {
 	Months int32
 	Days   int32
 	Micros int64
+}
+
+// Infinity is the infinity or -infinity of a date or a timestamp, which
+// PostgreSQL and DuckDB have and time.Time has not. The engine returns it
+// in place of the instant the driver makes of it (the type's reserved
+// extreme count read as a date: 294247-01-10 04:00:54.775807 for a
+// TIMESTAMP's infinity), so that no caller prints that as a date.
+//
+// Its text is PostgreSQL's, "infinity" or "-infinity", in every output: the
+// read path's (Text, JSONValue, WireValue), fmt's (String) and
+// encoding/json's and gob's (MarshalText), so that a caller that knows
+// nothing of it still prints it right.
+type Infinity struct {
+	Negative bool
+}
+
+func (i Infinity) String() string {
+	if i.Negative {
+		return "-infinity"
+	}
+	return "infinity"
+}
+
+// MarshalText returns i.String().
+func (i Infinity) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// UnmarshalText reads "infinity" (or "+infinity") and "-infinity".
+func (i *Infinity) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "infinity", "+infinity":
+		*i = Infinity{}
+	case "-infinity":
+		*i = Infinity{Negative: true}
+	default:
+		return fmt.Errorf("infinity: %q is neither infinity nor -infinity", b)
+	}
+	return nil
 }
 
 // MapEntry is one key and value of a MAP.

@@ -10,9 +10,10 @@ import (
 // (docs/api.md; the REST API and the event streams): integers
 // as JSON numbers (int64 exactly: a client parsing numbers as doubles
 // loses precision past 2^53), decimals and UUIDs as strings, timestamps in
-// RFC 3339 (UTC), dates as YYYY-MM-DD, times as HH:MM:SS[.ffffff], bytes
-// in base64, lists as arrays and structs as objects; the rest as the read
-// path's JSON form.
+// RFC 3339 (UTC), dates as YYYY-MM-DD, times as HH:MM:SS[.ffffff], a date's
+// or timestamp's ±infinity as "infinity" and "-infinity" (strings, as every
+// date and time is), bytes in base64, lists as arrays and structs as
+// objects; the rest as the read path's JSON form.
 func WireValue(v any, typ string) any {
 	switch x := v.(type) {
 	case []byte:

@@ -41,9 +41,15 @@ type binder struct {
 	manifest  func() *manifest.Manifest
 	replayEnd cdc.LSN
 
-	byName  map[string]*cdc.Table // captured tables by "schema.table", newest version
-	byRel   map[uint32]*binding   // relation id → table version, once checked
-	schemas map[versionKey]*parquetfile.Schema
+	byName map[string]*cdc.Table // captured tables by "schema.table", newest version
+	byRel  map[uint32]*binding   // relation id → table version, once checked
+	// uncaptured are the Relation messages of tables the manifest lacks,
+	// by relation id, with the error a change of theirs is: a partition
+	// of a captured root is described beside the root (PostgreSQL 15's
+	// pgoutput sends the partition's Relation after the root's under
+	// publish_via_partition_root) while its rows arrive as the root's.
+	uncaptured map[uint32]error
+	schemas    map[versionKey]*parquetfile.Schema
 	// versions caches older schema versions bound during a replay;
 	// fieldHigh is each table's highest field id so far.
 	versions  map[versionKey]*cdc.Table
@@ -77,13 +83,14 @@ type at struct {
 func newBinder(m *manifest.Manifest, current func() *manifest.Manifest, columns ColumnDescriber, log *slog.Logger) (*binder, error) {
 	b := &binder{
 		log: log, columns: columns, manifest: current, replayEnd: m.EndLSN,
-		byName:    map[string]*cdc.Table{},
-		byRel:     map[uint32]*binding{},
-		schemas:   map[versionKey]*parquetfile.Schema{},
-		versions:  map[versionKey]*cdc.Table{},
-		fieldHigh: map[cdc.TableID]*int{},
-		pending:   map[uint32][]pendingVersion{},
-		enums:     map[*cdc.Table]*enumColumns{},
+		byName:     map[string]*cdc.Table{},
+		byRel:      map[uint32]*binding{},
+		uncaptured: map[uint32]error{},
+		schemas:    map[versionKey]*parquetfile.Schema{},
+		versions:   map[versionKey]*cdc.Table{},
+		fieldHigh:  map[cdc.TableID]*int{},
+		pending:    map[uint32][]pendingVersion{},
+		enums:      map[*cdc.Table]*enumColumns{},
 	}
 	for key, mt := range m.Tables {
 		t, err := mt.SourceTable()
@@ -98,8 +105,17 @@ func newBinder(m *manifest.Manifest, current func() *manifest.Manifest, columns 
 // table returns the newest version of a captured table, or nil.
 func (b *binder) table(key string) *cdc.Table { return b.byName[key] }
 
-// add makes a table found while streaming known.
-func (b *binder) add(t *cdc.Table) { b.byName[t.ID.String()] = t }
+// add makes a table found while streaming known. A Relation message that
+// described it before it was captured binds it now, as it was described
+// from the catalog when it was found (pgoutput does not send a relation
+// twice unless it changes).
+func (b *binder) add(t *cdc.Table) {
+	b.byName[t.ID.String()] = t
+	if _, ok := b.uncaptured[t.OID]; ok {
+		delete(b.uncaptured, t.OID)
+		b.byRel[t.OID] = newBinding(t)
+	}
+}
 
 // schema returns t's Parquet schema, built once per version.
 func (b *binder) schema(t *cdc.Table) (*parquetfile.Schema, error) {
@@ -139,11 +155,16 @@ func (b *binder) relation(ctx context.Context, r *pgoutput.Relation, pos at) (*c
 	id := cdc.TableID{Schema: r.Namespace, Name: r.Name}
 	t := b.byName[id.String()]
 	if t == nil {
-		return nil, &cdc.Error{
+		// Not an error yet: a partition of a captured root is described
+		// too, and its rows arrive as the root's. A change that names this
+		// relation is the error (lookup).
+		b.uncaptured[r.RelID] = &cdc.Error{
 			Class: cdc.ErrSchemaChanged,
 			Msg:   fmt.Sprintf("table %s is published but not captured (it is not in the manifest)", id),
 			Hint:  "to capture it, add it to the configuration (tables.include, or a schema of source.postgres.schemas): start records and backfills it; otherwise remove it from the publication",
 		}
+		delete(b.byRel, r.RelID)
+		return nil, nil
 	}
 	if r.RelID != t.OID {
 		return nil, &cdc.Error{
@@ -213,6 +234,9 @@ func newBinding(t *cdc.Table) *binding {
 // lookup returns what relID was bound to.
 func (b *binder) lookup(relID uint32) (*binding, error) {
 	bd := b.byRel[relID]
+	if err := b.uncaptured[relID]; bd == nil && err != nil {
+		return nil, err
+	}
 	if bd == nil {
 		return nil, fmt.Errorf("protocol: DML for relation OID %d before its Relation message", relID)
 	}

@@ -41,6 +41,11 @@ type TableSource interface {
 	// have ended: before the first chunk of a table that may just have
 	// been published (docs/decisions.md, the publication's boundary).
 	WaitInFlight(ctx context.Context) error
+	// PartitionLeaves returns the leaf partitions (OIDs, sorted) of those
+	// of ids that are partitioned tables.
+	PartitionLeaves(ctx context.Context, ids []cdc.TableID) (map[cdc.TableID][]uint32, error)
+	// PartitionHasRows reports whether partition oid holds rows of its own.
+	PartitionHasRows(ctx context.Context, oid uint32) (bool, error)
 }
 
 // DefaultChunkRows is the chunk size when Config.ChunkRows is zero.
@@ -214,6 +219,9 @@ type chunkWorker struct {
 	run      string // this session's part of every marker id
 	h        *handoff
 	known    map[cdc.TableID]bool // the manifest's tables, and those added since
+	// partitions are the leaf partitions the manifest records for each
+	// partitioned table, as this worker last told the loop (partitions.go).
+	partitions map[cdc.TableID][]uint32
 }
 
 // start runs the worker beside the loop and returns the function that
@@ -257,6 +265,9 @@ func (w *chunkWorker) runJobs(ctx context.Context) error {
 		case <-tick:
 		}
 		if err := w.discoverTables(ctx); err != nil {
+			return err
+		}
+		if err := w.checkPartitions(ctx); err != nil {
 			return err
 		}
 	}

@@ -99,6 +99,8 @@ func (s *Service) control(ctx context.Context, m *pgoutput.LogicalMessage) error
 		return s.placeAddition(ctx, m.LSN, msg.ID)
 	case control.Resnapshot:
 		return s.resnapshotRequested(ctx)
+	case control.Partitions:
+		return s.partitionsChanged(ctx, msg, m.LSN)
 	case control.Heartbeat, control.Watermark, nil:
 		// A position only.
 	}

@@ -65,8 +65,19 @@ func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []strin
 	id := resolveTable(ctx, tb, conn, table)
 	rel := pgx.Identifier{id.Schema, id.Name}.Sanitize()
 	types := columnTypes(ctx, tb, conn, rel, table)
+	// The rows pg-cdc captures under the table: an ordinary table's own,
+	// not its inheritance children's (each is published under the child);
+	// a partitioned table's partitions' (published under the root).
+	var partitioned bool
+	if err := conn.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`, rel).Scan(&partitioned); err != nil {
+		tb.Fatalf("source rows: kind of %s: %v", table, err)
+	}
+	from := rel
+	if !partitioned {
+		from = "ONLY " + rel
+	}
 
-	q, err := sourceQuery(id, cols, orderBy, types)
+	q, err := sourceQuery(id, from, cols, orderBy, types)
 	if err != nil {
 		tb.Fatalf("source rows: %v", err)
 	}
@@ -89,8 +100,9 @@ func SourceRows(tb testing.TB, url, table string, cols []string, orderBy []strin
 	return out
 }
 
-// sourceQuery builds SourceRows' SELECT from the table's column types.
-func sourceQuery(id cdc.TableID, cols, orderBy []string, types map[string]columnType) (string, error) {
+// sourceQuery builds SourceRows' SELECT of the table id from from (its
+// FROM item) and the table's column types.
+func sourceQuery(id cdc.TableID, from string, cols, orderBy []string, types map[string]columnType) (string, error) {
 	probe := &cdc.Table{ID: id}
 	for _, c := range cols {
 		t, ok := types[c]
@@ -130,7 +142,7 @@ func sourceQuery(id cdc.TableID, cols, orderBy []string, types map[string]column
 			order[i] = ident(c)
 		}
 	}
-	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + pgx.Identifier{id.Schema, id.Name}.Sanitize()
+	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + from
 	if len(order) > 0 {
 		q += " ORDER BY " + strings.Join(order, ", ")
 	}

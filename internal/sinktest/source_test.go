@@ -20,19 +20,19 @@ func TestSourceQuery(t *testing.T) {
 	}
 	id := cdc.TableID{Schema: "app", Name: "Orders"}
 	cols := []string{"id", "name", "pad", "amount", "free", "at", "doc", "tags", `we"ird`}
-	q, err := sourceQuery(id, cols, []string{"name", "id", "doc", "free", "tags"}, types)
+	q, err := sourceQuery(id, `ONLY "app"."Orders"`, cols, []string{"name", "id", "doc", "free", "tags"}, types)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `SELECT "id", "name", "pad", "amount", "free"::text, "at", "doc", "tags", "we""ird" FROM "app"."Orders"` +
+	want := `SELECT "id", "name", "pad", "amount", "free"::text, "at", "doc", "tags", "we""ird" FROM ONLY "app"."Orders"` +
 		` ORDER BY "name" COLLATE "C", "id", "doc"::text COLLATE "C", "free"::text COLLATE "C", "tags" COLLATE "C"`
 	if q != want {
 		t.Errorf("query:\n got %s\nwant %s", q, want)
 	}
-	if _, err := sourceQuery(id, []string{"nope"}, nil, types); err == nil {
+	if _, err := sourceQuery(id, `"app"."Orders"`, []string{"nope"}, nil, types); err == nil {
 		t.Error("an unknown column was accepted")
 	}
-	if _, err := sourceQuery(id, []string{"id"}, []string{"nope"}, types); err == nil {
+	if _, err := sourceQuery(id, `"app"."Orders"`, []string{"id"}, []string{"nope"}, types); err == nil {
 		t.Error("an unknown order column was accepted")
 	}
 }
