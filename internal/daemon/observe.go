@@ -52,6 +52,7 @@ type observer struct {
 	tables                                                      map[string]runs.TableState
 	sessions, reconnects                                        int
 	warnArtifacts                                               sync.Once
+	deltaWarned                                                 map[string]bool // tables warned of past deltaWarnFiles
 }
 
 // newObserver builds the metrics and health and opens this run's
@@ -204,6 +205,14 @@ func (o *observer) recordManifest(m *manifest.Manifest) {
 	if m == nil {
 		return
 	}
+	if o.metrics != nil {
+		// The size every flush rewrites: encoded once per version here,
+		// beside the stream (the feed keeps only the newest).
+		if b, err := m.Encode(); err == nil {
+			o.metrics.SinkShape(m, len(b))
+		}
+	}
+	o.warnDeltas(m)
 	tables := make(map[string]runs.TableState, len(m.Tables))
 	for name, t := range m.Tables {
 		ts := runs.TableState{Deltas: len(t.Deltas)}
@@ -274,5 +283,33 @@ func (o *observer) finish(runErr error, code int, m *manifest.Manifest) {
 	o.mu.Unlock()
 	if err := o.run.Finish(o.state(), stop); err != nil {
 		o.log.Warn("run artifacts could not be written", "dir", o.run.Dir(), "err", err)
+	}
+}
+
+// deltaWarnFiles is the delta files of one table past which the run warns
+// that compaction is not keeping up (issue 29: at most 64 at the defaults).
+const deltaWarnFiles = 64
+
+// warnDeltas logs, once each time a table crosses deltaWarnFiles, that its
+// deltas pile up: every read merges them all, and the manifest lists them.
+func (o *observer) warnDeltas(m *manifest.Manifest) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deltaWarned == nil {
+		o.deltaWarned = map[string]bool{}
+	}
+	for key, t := range m.Tables {
+		var files int
+		for _, d := range t.Deltas {
+			files += len(d.Files)
+		}
+		switch {
+		case files > deltaWarnFiles && !o.deltaWarned[key]:
+			o.deltaWarned[key] = true
+			o.log.Warn("a table's delta files pile up: every read merges them and every flush rewrites the manifest that lists them; compact it (compaction.interval, or pg-cdc compact)",
+				"table", key, "delta_files", files, "bound", deltaWarnFiles)
+		case files <= deltaWarnFiles:
+			delete(o.deltaWarned, key)
+		}
 	}
 }

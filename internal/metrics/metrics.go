@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,7 +71,15 @@ type Metrics struct {
 	CompactionInputRows   prometheus.Counter
 	CompactionOutputRows  prometheus.Counter
 	CompactionLastSuccess prometheus.Gauge
-	GCDeletedFiles        prometheus.Counter
+
+	// The sink's shape, from each committed manifest version (SinkShape):
+	// what compaction has to fold, and what every flush rewrites.
+	TableDeltaFiles *prometheus.GaugeVec
+	TableDeltaBytes *prometheus.GaugeVec
+	ManifestBytes   prometheus.Gauge
+	shapeMu         sync.Mutex
+	shapeTables     map[string]bool // the tables SinkShape last set
+	GCDeletedFiles  prometheus.Counter
 
 	CatalogPublishedVersion *prometheus.GaugeVec
 	CatalogCommits          *prometheus.CounterVec
@@ -145,6 +154,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		CompactionInputRows:   f.counter("compaction_input_rows_total", "Row versions (base and deltas) read by compactions."),
 		CompactionOutputRows:  f.counter("compaction_output_rows_total", "Rows written to new bases, tombstones included."),
 		CompactionLastSuccess: f.gauge("compaction_last_success_timestamp_seconds", "Unix time of the last compaction pass that succeeded."),
+		TableDeltaFiles:       f.gaugeVec("table_delta_files", "Delta files of the table's current generation not yet folded into a base by compaction.", "table"),
+		TableDeltaBytes:       f.gaugeVec("table_delta_bytes", "Bytes of those delta files: what awaits compaction.", "table"),
+		ManifestBytes:         f.gauge("manifest_bytes", "Size of the newest committed manifest, which every flush rewrites whole."),
 		GCDeletedFiles:        f.counter("gc_deleted_files_total", "Data files deleted by garbage collection (retired and orphaned)."),
 
 		CatalogPublishedVersion: f.gaugeVec("catalog_published_version", "The manifest version each captured table's Iceberg tables were last brought to.", "table"),
@@ -257,4 +269,33 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets})
 	f.reg.MustRegister(h)
 	return h
+}
+
+// SinkShape sets the sink-shape gauges from a committed manifest version
+// and its encoded size; tables gone from the manifest lose their series.
+func (m *Metrics) SinkShape(mf *manifest.Manifest, encodedBytes int) {
+	m.ManifestBytes.Set(float64(encodedBytes))
+	m.shapeMu.Lock()
+	defer m.shapeMu.Unlock()
+	seen := make(map[string]bool, len(mf.Tables))
+	for key, t := range mf.Tables {
+		seen[key] = true
+		var files int
+		var bytes int64
+		for _, d := range t.Deltas {
+			files += len(d.Files)
+			for _, f := range d.Files {
+				bytes += f.Bytes
+			}
+		}
+		m.TableDeltaFiles.WithLabelValues(key).Set(float64(files))
+		m.TableDeltaBytes.WithLabelValues(key).Set(float64(bytes))
+	}
+	for key := range m.shapeTables {
+		if !seen[key] {
+			m.TableDeltaFiles.DeleteLabelValues(key)
+			m.TableDeltaBytes.DeleteLabelValues(key)
+		}
+	}
+	m.shapeTables = seen
 }

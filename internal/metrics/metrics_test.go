@@ -226,3 +226,36 @@ func TestServeRefusals(t *testing.T) {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
+
+// TestSinkShape: the delta files and bytes of each table and the
+// manifest's size follow the committed versions; a table gone from the
+// manifest loses its series.
+func TestSinkShape(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	delta := func(sizes ...int64) manifest.Delta {
+		d := manifest.Delta{}
+		for _, s := range sizes {
+			d.Files = append(d.Files, manifest.File{Bytes: s})
+		}
+		return d
+	}
+	mf := &manifest.Manifest{Tables: map[string]*manifest.Table{
+		"public.a": {Deltas: []manifest.Delta{delta(100, 50), delta(25)}},
+		"public.b": {},
+	}}
+	m.SinkShape(mf, 4096)
+	if got := testutil.ToFloat64(m.TableDeltaFiles.WithLabelValues("public.a")); got != 3 {
+		t.Errorf("delta files of a = %v, want 3", got)
+	}
+	if got := testutil.ToFloat64(m.TableDeltaBytes.WithLabelValues("public.a")); got != 175 {
+		t.Errorf("delta bytes of a = %v, want 175", got)
+	}
+	if got := testutil.ToFloat64(m.ManifestBytes); got != 4096 {
+		t.Errorf("manifest bytes = %v", got)
+	}
+	delete(mf.Tables, "public.a")
+	m.SinkShape(mf, 1024)
+	if n := testutil.CollectAndCount(m.TableDeltaFiles); n != 1 {
+		t.Errorf("%d delta-file series after public.a left the manifest, want 1 (public.b)", n)
+	}
+}
