@@ -5,6 +5,8 @@ package query
 import (
 	"fmt"
 
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -32,10 +34,9 @@ var hostFacts = []string{
 // the file system rules, which are what this isolation is for, hold from
 // ABI 1; what later ABIs add is added where the kernel has it.
 func restrictLandlock(data []string, scratch string) (int, error) {
-	abi, err := llsyscall.LandlockGetABIVersion()
-	if err != nil || abi < 1 {
-		return 0, &SandboxError{Setting: "landlock", Got: fmt.Sprintf("not available in this kernel (%v)", err),
-			Want: "Landlock (Linux 5.13+, enabled in the LSM list); or set query.isolation: process to accept the risk"}
+	abi, err := landlockAvailable()
+	if err != nil {
+		return 0, err
 	}
 	read := landlock.PathAccess(llsyscall.AccessFSReadFile|llsyscall.AccessFSReadDir, data...)
 	if err := landlock.V7.BestEffort().Restrict(
@@ -46,4 +47,30 @@ func restrictLandlock(data []string, scratch string) (int, error) {
 		return 0, fmt.Errorf("query worker: Landlock restriction: %w", err)
 	}
 	return abi, nil
+}
+
+// landlockABI is the kernel's Landlock ABI (a variable: tests play a
+// kernel without it).
+var landlockABI = llsyscall.LandlockGetABIVersion
+
+// landlockAvailable returns the kernel's Landlock ABI, or the
+// *SandboxError that IsolationLandlock cannot hold here.
+func landlockAvailable() (int, error) {
+	abi, err := landlockABI()
+	if err != nil || abi < 1 {
+		return 0, &SandboxError{Setting: "landlock", Got: fmt.Sprintf("not available in this kernel (%v)", err),
+			Want: "Landlock (Linux 5.13+, enabled in the LSM list; under systemd, the landlock_* system calls allowed); or set query.isolation: process to accept the risk"}
+	}
+	return abi, nil
+}
+
+// CheckIsolation refuses, as a configuration error, an isolation this host
+// cannot hold, so that query, serve and mcp refuse at start rather than at
+// the first request.
+func CheckIsolation(isolation string) error {
+	if isolation != "" && isolation != IsolationLandlock {
+		return nil
+	}
+	_, err := landlockAvailable()
+	return cdc.Usage(err)
 }

@@ -139,6 +139,9 @@ func NewReader(o ReaderOptions) (*Reader, error) {
 	if o.Engines <= 0 {
 		o.Engines = DefaultEngines
 	}
+	if err := CheckIsolation(o.Isolation); err != nil {
+		return nil, fmt.Errorf("read path: %w", err)
+	}
 	files, err := blobcache.Open(o.Sink, blobcache.Options{Dir: o.CacheDir, MaxBytes: o.CacheBytes, Log: o.Log})
 	private := ""
 	if errors.Is(err, ErrCacheInUse) && o.PrivateCacheIn != "" {

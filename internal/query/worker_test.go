@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob/memory"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
 )
 
 // rawHook installs rawForTest in this test binary, which is also the
@@ -239,4 +242,24 @@ func TestWorkerErrorsNameNoHostPath(t *testing.T) {
 	if strings.Contains(err.Error(), f.data) || strings.Contains(err.Error(), f.temp) || !strings.Contains(err.Error(), "<data>/orders.parquet") {
 		t.Fatalf("the error names the host's paths, or not the placeholder: %v", err)
 	}
+}
+
+// TestNoLandlockRefusesAtStart: on a kernel without Landlock the read
+// path refuses to open, as a configuration error naming the setting that
+// accepts the risk, unless that setting is given.
+func TestNoLandlockRefusesAtStart(t *testing.T) {
+	saved := landlockABI
+	landlockABI = func() (int, error) { return -1, syscall.EOPNOTSUPP }
+	defer func() { landlockABI = saved }()
+	sink := memory.New()
+	_, err := NewReader(ReaderOptions{Sink: sink, TempDir: t.TempDir()})
+	var se *SandboxError
+	if !errors.As(err, &se) || !errors.Is(err, cdc.ErrUsage) || !strings.Contains(err.Error(), "query.isolation: process") {
+		t.Fatalf("NewReader without Landlock: %v, want a usage error naming query.isolation", err)
+	}
+	r, err := NewReader(ReaderOptions{Sink: sink, TempDir: t.TempDir(), CacheDir: filepath.Join(t.TempDir(), "cache"), CacheBytes: 1 << 20, Isolation: IsolationProcess})
+	if err != nil {
+		t.Fatalf("NewReader with isolation process: %v", err)
+	}
+	r.Close()
 }
