@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,6 +192,26 @@ func TestHostileReaders(t *testing.T) {
 		}
 	}
 	sameSink(t, "the exhaustion", before, sinkHashes(t, e.sink))
+
+	// Workers killed under serve between requests (the OOM killer's way):
+	// once serve has reaped them, the next query is answered by a new one.
+	killed := childPIDs(t, srv.cmd.Process.Pid)
+	for _, pid := range killed {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor("serve to reap its killed workers", 10*time.Second, func() bool {
+		for _, pid := range killed {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if status, body := postQuery(t, "http://"+addr, token, honest); status != http.StatusOK || !strings.Contains(body, "95") {
+		t.Errorf("the query after serve's workers were killed: %d %s", status, body)
+	}
 }
 
 // bearer adds a bearer token to each request.
