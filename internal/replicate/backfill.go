@@ -44,12 +44,11 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails on supported platforms
 	s.bf = &backfills{h: newHandoff(), trackers: map[cdc.TableID]*backfill.Tracker{}, shadow: map[cdc.TableID]string{}, pruneAt: pruneFloor}
 	known := map[cdc.TableID]bool{}
-	partitions := map[cdc.TableID][]uint32{}
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
 		mt := m.Tables[key]
 		known[mt.ID()] = true
 		if mt.Partitions != nil {
-			partitions[mt.ID()] = slices.Clone(mt.Partitions)
+			s.bf.h.setPartitions(mt.ID(), slices.Clone(mt.Partitions))
 		}
 		if mt.Snapshot.Complete() {
 			if err := s.takeResnapshot(mt); err != nil {
@@ -70,7 +69,7 @@ func (s *Service) newBackfills(m *manifest.Manifest) error {
 	}
 	if s.cfg.Chunks != nil {
 		s.bf.worker = &chunkWorker{chunks: s.cfg.Chunks, tables: s.cfg.Tables, maxRows: s.cfg.ChunkRows, discover: s.cfg.DiscoverInterval,
-			log: s.log, now: s.now, run: hex.EncodeToString(id[:]), h: s.bf.h, known: known, partitions: partitions}
+			log: s.log, now: s.now, run: hex.EncodeToString(id[:]), h: s.bf.h, known: known}
 	}
 	return nil
 }

@@ -100,10 +100,31 @@ type handoff struct {
 	jobs    []backfillJob
 	notify  chan struct{} // a job was queued (capacity 1)
 	errc    chan error    // the worker's error, at most one
+	// partitions are the leaf partitions the manifest records per
+	// partitioned table, as the loop last committed them (partitions.go):
+	// the loop writes, the worker compares.
+	partitions map[cdc.TableID][]uint32
 }
 
 func newHandoff() *handoff {
-	return &handoff{notify: make(chan struct{}, 1), errc: make(chan error, 1)}
+	return &handoff{notify: make(chan struct{}, 1), errc: make(chan error, 1), partitions: map[cdc.TableID][]uint32{}}
+}
+
+// recordedPartitions returns the leaves the manifest records for id (ok
+// false: none recorded).
+func (h *handoff) recordedPartitions(id cdc.TableID) ([]uint32, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	leaves, ok := h.partitions[id]
+	return leaves, ok
+}
+
+// setPartitions notes the leaves the manifest now records for id (loop
+// side, once they are durable).
+func (h *handoff) setPartitions(id cdc.TableID, leaves []uint32) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.partitions[id] = leaves
 }
 
 // queue hands the worker a job (loop side).
@@ -219,9 +240,6 @@ type chunkWorker struct {
 	run      string // this session's part of every marker id
 	h        *handoff
 	known    map[cdc.TableID]bool // the manifest's tables, and those added since
-	// partitions are the leaf partitions the manifest records for each
-	// partitioned table, as this worker last told the loop (partitions.go).
-	partitions map[cdc.TableID][]uint32
 }
 
 // start runs the worker beside the loop and returns the function that

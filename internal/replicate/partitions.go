@@ -26,10 +26,13 @@ import (
 // arrive as the root's row changes.
 
 // checkPartitions tells the loop of each captured partitioned table whose
-// leaf partitions differ from the record (control.Partitions). A table
-// with no record yet (captured before pg-cdc recorded partitions) gets one,
-// with no resnapshot. Failing to look is logged and tried again at the next
-// tick: the stream does not depend on it.
+// leaf partitions differ from the manifest's record (control.Partitions).
+// A table with no record yet (captured before pg-cdc recorded partitions)
+// gets one, with no resnapshot. The record is the loop's (handoff): until
+// the loop has committed the new one, the next tick tells it again, which
+// is how a change the loop had to defer is not forgotten. Failing to look
+// is logged and tried again at the next tick: the stream does not depend
+// on it.
 func (w *chunkWorker) checkPartitions(ctx context.Context) error {
 	ids := slices.SortedFunc(maps.Keys(w.known), func(a, b cdc.TableID) int { return strings.Compare(a.String(), b.String()) })
 	if len(ids) == 0 {
@@ -48,7 +51,7 @@ func (w *chunkWorker) checkPartitions(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		was, recorded := w.partitions[id]
+		was, recorded := w.h.recordedPartitions(id)
 		if recorded && slices.Equal(was, leaves) {
 			continue
 		}
@@ -63,11 +66,8 @@ func (w *chunkWorker) checkPartitions(ctx context.Context) error {
 		if err := w.emit(ctx, control.Partitions{Table: id.String(), Leaves: leaves, Resnapshot: why != ""}); err != nil {
 			return err
 		}
-		w.partitions[id] = leaves
 		if why != "" {
-			w.log.Warn("the partitions of a captured table changed its rows with no row change in the WAL; copying the table again into its next generation", "table", id.String(), "change", why)
-		} else {
-			w.log.Info("partitions of a captured table recorded", "table", id.String(), "partitions", len(leaves))
+			w.log.Warn("the partitions of a captured table changed its rows with no row change in the WAL", "table", id.String(), "change", why)
 		}
 	}
 	return nil
@@ -111,8 +111,15 @@ func (w *chunkWorker) partitionChange(ctx context.Context, was, now []uint32, re
 
 // partitionsChanged records a table's leaf partitions at the message's
 // position and, when the worker asks for it, the table's resnapshot, in
-// an epoch flushed at once, then takes the resnapshot up. A message the
-// manifest already holds (a replay) changes nothing.
+// an epoch flushed at once, then takes the resnapshot up and tells the
+// worker the record. A message the manifest already holds (a replay, or a
+// worker that told twice) changes nothing.
+//
+// A change that needs a resnapshot while one of the table is running is
+// deferred, not recorded: the copy under way may have read the partitions
+// before the change, so only a copy started after it is exact. The worker
+// tells again at every tick; once the running one has switched, the next
+// message starts the new copy.
 func (s *Service) partitionsChanged(ctx context.Context, msg control.Partitions, lsn cdc.LSN) error {
 	if lsn <= s.binder.replayEnd {
 		return nil
@@ -124,8 +131,17 @@ func (s *Service) partitionsChanged(ctx context.Context, msg control.Partitions,
 	if mt == nil {
 		return nil
 	}
-	resnapshot := msg.Resnapshot && mt.Resnapshot == nil && len(mt.PrimaryKey) > 0 && mt.Snapshot.Complete()
-	if msg.Resnapshot && !resnapshot && mt.Resnapshot == nil {
+	id := mt.ID()
+	if mt.Partitions != nil && slices.Equal(mt.Partitions, msg.Leaves) {
+		s.bf.h.setPartitions(id, slices.Clone(mt.Partitions))
+		return nil
+	}
+	if msg.Resnapshot && mt.Resnapshot != nil {
+		s.log.Warn("the partitions of a table changed while its resnapshot runs; copying it again once that one has switched", "table", msg.Table, "generation", mt.Resnapshot.Generation)
+		return nil
+	}
+	resnapshot := msg.Resnapshot && len(mt.PrimaryKey) > 0 && mt.Snapshot.Complete()
+	if msg.Resnapshot && !resnapshot {
 		// No key to place copied rows by, or still being snapshotted: the
 		// snapshot in progress reads the partitions as they are now.
 		s.log.Error("the partitions of a table changed its rows with no row change in the WAL, and it cannot be copied again (no primary key, or its snapshot is not complete): the sink may hold rows the source no longer has, or lack some; pg-cdc resnapshot --table, or rebuild", "table", msg.Table)
@@ -156,8 +172,11 @@ func (s *Service) partitionsChanged(ctx context.Context, msg control.Partitions,
 	if err := s.flush(ctx, "partitions"); err != nil {
 		return err
 	}
+	s.bf.h.setPartitions(id, leaves)
 	if !resnapshot {
+		s.log.Info("partitions of a captured table recorded", "table", msg.Table, "partitions", len(leaves))
 		return nil
 	}
+	s.log.Warn("copying a table again into its next generation: its partitions changed its rows with no row change in the WAL", "table", msg.Table, "generation", gen)
 	return s.takeResnapshot(s.committer.Manifest.Current().Tables[msg.Table])
 }
