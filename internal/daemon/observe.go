@@ -206,11 +206,7 @@ func (o *observer) recordManifest(m *manifest.Manifest) {
 		return
 	}
 	if o.metrics != nil {
-		// The size every flush rewrites: encoded once per version here,
-		// beside the stream (the feed keeps only the newest).
-		if b, err := m.Encode(); err == nil {
-			o.metrics.SinkShape(m, len(b))
-		}
+		o.metrics.SinkShape(m, m.EncodedBytes())
 	}
 	o.warnDeltas(m)
 	tables := make(map[string]runs.TableState, len(m.Tables))

@@ -237,6 +237,7 @@ func (c *Committer) Commit(ctx context.Context, mutate func(*Manifest) error) (*
 		if err != nil {
 			return nil, err
 		}
+		next.encodedBytes = len(data)
 		v, putErr := c.store.PutIf(ctx, Key, data, c.version)
 		if putErr == nil {
 			prev, prevRaw, prevDoc := c.current, c.raw, c.rawDoc

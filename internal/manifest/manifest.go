@@ -71,7 +71,16 @@ type Manifest struct {
 	// whose response was lost recognises its own write on re-read instead
 	// of applying it twice.
 	Commit *CommitStamp `json:"commit,omitempty"`
+
+	// encodedBytes is the size of this version as stored, when known: set
+	// by Decode and by the committer for what it wrote, never changed after
+	// (a version is shared once published).
+	encodedBytes int
 }
+
+// EncodedBytes is the size of this version as stored (0: not known, a
+// manifest built in memory).
+func (m *Manifest) EncodedBytes() int { return m.encodedBytes }
 
 // CommitStamp names one manifest write: the writing process and its
 // per-process attempt counter.
@@ -330,6 +339,7 @@ func Decode(data []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("decode manifest: table key %q does not match its schema and name %q", key, want)
 		}
 	}
+	m.encodedBytes = len(data)
 	return &m, nil
 }
 

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"io"
 	"fmt"
 	"strings"
 	"testing"
@@ -329,5 +330,40 @@ func TestCommitterResync(t *testing.T) {
 	}
 	if err := c.Resync(ctx); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("resync after another writer moved the stream: %v", err)
+	}
+}
+
+// TestEncodedBytes: a committed version and a loaded one know the size
+// they have in the store (what every flush rewrites), without encoding
+// again.
+func TestEncodedBytes(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	c, err := Create(ctx, store, sample(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Commit(ctx, func(m *Manifest) error { m.Epoch++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.Get(ctx, Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(stored)
+	stored.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EncodedBytes() != len(data) || m.EncodedBytes() == 0 {
+		t.Errorf("committed version: EncodedBytes %d, stored %d bytes", m.EncodedBytes(), len(data))
+	}
+	loaded, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.EncodedBytes() != len(data) {
+		t.Errorf("decoded version: EncodedBytes %d, stored %d bytes", loaded.EncodedBytes(), len(data))
 	}
 }

@@ -272,9 +272,12 @@ func (f factory) histogram(name, help string, buckets []float64) prometheus.Hist
 }
 
 // SinkShape sets the sink-shape gauges from a committed manifest version
-// and its encoded size; tables gone from the manifest lose their series.
+// and its encoded size (0: not known, the gauge keeps its value); tables
+// gone from the manifest lose their series.
 func (m *Metrics) SinkShape(mf *manifest.Manifest, encodedBytes int) {
-	m.ManifestBytes.Set(float64(encodedBytes))
+	if encodedBytes > 0 {
+		m.ManifestBytes.Set(float64(encodedBytes))
+	}
 	m.shapeMu.Lock()
 	defer m.shapeMu.Unlock()
 	seen := make(map[string]bool, len(mf.Tables))
