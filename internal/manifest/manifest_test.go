@@ -3,8 +3,8 @@ package manifest
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
