@@ -32,31 +32,12 @@ func TestPartitionsWhileStreaming(t *testing.T) {
 	s := e.startSampler()
 	d := e.start()
 
-	// The load: inserts and updates in January all along.
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	// The load: inserts and updates in January all along, paused while a
+	// step's result is compared.
 	var next atomic.Int64
 	next.Store(100_000)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgx.Connect(ctx, e.url)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		for ctx.Err() == nil {
-			id := next.Add(1)
-			conn.Exec(ctx, `INSERT INTO m VALUES ($1, DATE '2026-01-15', 'load')`, id)
-			conn.Exec(ctx, `UPDATE m SET v = v || '+' WHERE id = $1 AND d = DATE '2026-01-01' + ($1 % 31)::int`, id%1000+1)
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	stopLoad := func() {
-		cancel()
-		wg.Wait()
-	}
-	defer stopLoad()
+	stopLoad := startPartitionLoad(t, e, &next)
+	defer func() { stopLoad() }()
 
 	step := func(name string) {
 		t.Helper()
@@ -68,6 +49,7 @@ func TestPartitionsWhileStreaming(t *testing.T) {
 		}
 	}
 	detached := false
+	var loaded int64 // the root's rows when the load last resumed
 	waitEqual := func(name string) {
 		t.Helper()
 		// Converged: the sink equals the source with the load paused.
@@ -92,21 +74,8 @@ func TestPartitionsWhileStreaming(t *testing.T) {
 				t.Errorf("after %s: the manifest captures %s beside the root", name, key)
 			}
 		}
-		ctx, cancel = context.WithCancel(context.Background())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := pgx.Connect(ctx, e.url)
-			if err != nil {
-				return
-			}
-			defer conn.Close(context.Background())
-			for ctx.Err() == nil {
-				id := next.Add(1)
-				conn.Exec(ctx, `INSERT INTO m VALUES ($1, DATE '2026-01-20', 'load')`, id)
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		loaded = sourceCount(t, e, "m")
+		stopLoad = startPartitionLoad(t, e, &next)
 	}
 
 	// 1. Next month's partition, created ahead, then written to.
@@ -128,8 +97,11 @@ func TestPartitionsWhileStreaming(t *testing.T) {
 	e.exec(`DROP TABLE m_2026_02`)
 	waitEqual("a dropped partition")
 
+	// The load goes on over the changed partitions, then the end state.
+	e.waitFor("the load to write after the last step", 30*time.Second, func() bool { return sourceCount(t, e, "m") > loaded })
 	stopLoad()
 	e.waitCaughtUp(90 * time.Second)
+	assertSinkEqualsSource(t, e, "public.m")
 	d.stop()
 	s.check()
 }
@@ -164,6 +136,54 @@ func TestSubPartitions(t *testing.T) {
 	}
 	d.stop()
 	s.check()
+}
+
+// startPartitionLoad inserts rows into m's January partition and updates
+// seeded ones, about every 5 ms, until the function it returns is called;
+// it returns once the load has written, so a step always runs under it,
+// and the stop function fails t if the load failed.
+func startPartitionLoad(t *testing.T, e *env, next *atomic.Int64) (stop func()) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), e.url)
+	if err != nil {
+		t.Fatalf("the load: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	var failed atomic.Value
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer conn.Close(context.Background())
+		for ctx.Err() == nil {
+			id := next.Add(1)
+			for _, q := range []struct {
+				sql string
+				arg int64
+			}{
+				{`INSERT INTO m VALUES ($1, DATE '2026-01-15', 'load')`, id},
+				{`UPDATE m SET v = v || '+' WHERE id = $1 AND d = DATE '2026-01-01' + ($1 % 31)::int`, id%1000 + 1},
+			} {
+				if _, err := conn.Exec(ctx, q.sql, q.arg); err != nil {
+					if ctx.Err() == nil {
+						failed.Store(err)
+					}
+					return
+				}
+			}
+			written.Add(1)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	e.waitFor("the load to write", 30*time.Second, func() bool { return written.Load() >= 10 || failed.Load() != nil })
+	return func() {
+		cancel()
+		wg.Wait()
+		if err, _ := failed.Load().(error); err != nil {
+			t.Errorf("the load: %v", err)
+		}
+	}
 }
 
 // sinkRowCount is the number of rows pg-cdc query counts in table's

@@ -34,38 +34,7 @@ const ordersSQL = `SELECT range::BIGINT AS id, 'name ' || range AS name,
 
 func newFixture(t *testing.T, limits Limits, setup ...string) *fixture {
 	t.Helper()
-	root := t.TempDir()
-	f := &fixture{data: filepath.Join(root, "data"), outside: filepath.Join(root, "outside"), temp: filepath.Join(root, "tmp")}
-	for _, d := range []string{f.data, f.outside} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var err error
-	if f.data, err = filepath.EvalSymlinks(f.data); err != nil {
-		t.Fatal(err)
-	}
-	if f.outside, err = filepath.EvalSymlinks(f.outside); err != nil {
-		t.Fatal(err)
-	}
-	writeParquet(t, filepath.Join(f.data, "orders.parquet"), ordersSQL)
-	if err := os.WriteFile(filepath.Join(f.outside, "secret.txt"), []byte("secret\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range setup {
-		setup[i] = strings.ReplaceAll(s, "$DATA", f.data)
-	}
-	e, err := Open(context.Background(), Options{DataDirs: []string{f.data}, TempDir: f.temp, Limits: limits}, setup)
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	f.e = e
-	return f
+	return newLocalFixture(t, "", limits, nil, setup...)
 }
 
 // writeParquet writes the rows of query to path with a DuckDB of its own,

@@ -125,9 +125,9 @@ func (w *workerEngine) close() error {
 type workerProc struct {
 	cmd     *exec.Cmd
 	scratch string // the worker's private directory under Options.TempDir
-	// paths are the host's paths an error may name, longest first, with
-	// what a request is shown instead (scrub).
-	paths  [][2]string
+	// hide replaces the host's paths an error may name with what a
+	// request is shown instead (hostPaths).
+	hide   *strings.Replacer
 	stderr *tail
 
 	wmu      sync.Mutex // serializes frames on requests
@@ -186,7 +186,7 @@ func startWorker(ctx context.Context, o Options, setup []string) (_ *workerProc,
 		respR.Close()
 		return nil, Confinement{}, fmt.Errorf("start the query worker: %w", startErr)
 	}
-	wp := &workerProc{cmd: cmd, scratch: scratch, stderr: st, requests: reqW, paths: hostPaths(p, scratch),
+	wp := &workerProc{cmd: cmd, scratch: scratch, stderr: st, requests: reqW, hide: hostPaths(o, p, scratch),
 		pending: map[uint64]chan workerResponse{}, dead: make(chan struct{}), waited: make(chan struct{})}
 	go wp.readResponses(respR)
 	defer func() {
@@ -208,29 +208,29 @@ func startWorker(ctx context.Context, o Options, setup []string) (_ *workerProc,
 	return wp, conf, nil
 }
 
-// hostPaths are the directories a DuckDB error may name (a view's file, a
-// spill file), each with the placeholder a request sees: where the sink
+// hostPaths replaces the directories a DuckDB error may name (a view's
+// file, a spill file) with the placeholder a request sees: where the sink
 // and the state directory lie, and who runs the server, are not a
-// reader's to know. Longest first, so a directory inside another is
-// replaced whole.
-func hostPaths(p paths, scratch string) [][2]string {
-	out := [][2]string{{scratch, "<scratch>"}, {p.temp, "<temp>"}}
-	for _, d := range p.data {
-		out = append(out, [2]string{d, "<data>"})
+// reader's to know. The data directories as given and as resolved (a
+// view names them as given); longest first, so a directory inside another
+// is replaced whole (a Replacer tries its pairs in order).
+func hostPaths(o Options, p paths, scratch string) *strings.Replacer {
+	pairs := [][2]string{{scratch, "<scratch>"}, {p.temp, "<temp>"}}
+	for _, d := range slices.Concat(p.data, o.DataDirs) {
+		pairs = append(pairs, [2]string{strings.TrimSuffix(d, "/"), "<data>"})
 	}
-	slices.SortFunc(out, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
-	return out
+	slices.SortFunc(pairs, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
+	flat := make([]string, 0, 2*len(pairs))
+	for _, hp := range pairs {
+		flat = append(flat, hp[0], hp[1])
+	}
+	return strings.NewReplacer(flat...)
 }
 
 // scrub replaces the host's paths in an error from the worker.
 func (p *workerProc) scrub(w *wireError) *wireError {
-	r := make([]string, 0, 2*len(p.paths))
-	for _, hp := range p.paths {
-		r = append(r, hp[0], hp[1])
-	}
-	rp := strings.NewReplacer(r...)
 	c := *w
-	c.Detail, c.Message, c.Value = rp.Replace(c.Detail), rp.Replace(c.Message), rp.Replace(c.Value)
+	c.Detail, c.Message, c.Value = p.hide.Replace(c.Detail), p.hide.Replace(c.Message), p.hide.Replace(c.Value)
 	return &c
 }
 

@@ -4,10 +4,8 @@ package query
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,44 +39,6 @@ func raw(t *testing.T, e *Engine, sql string) error {
 	return err
 }
 
-// treeHash is every file under dir with its content's hash.
-func treeHash(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out[p] = fmt.Sprintf("%x", sha256.Sum256(b))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func sameTree(t *testing.T, before, after map[string]string) {
-	t.Helper()
-	if len(before) != len(after) {
-		t.Errorf("files: %d before, %d after", len(before), len(after))
-	}
-	for p, h := range before {
-		if after[p] != h {
-			t.Errorf("%s changed", p)
-		}
-	}
-	for p := range after {
-		if _, ok := before[p]; !ok {
-			t.Errorf("%s was added", p)
-		}
-	}
-}
-
 // TestWorkerIsConfined: the engine runs in another process, under
 // Landlock, with its memory bounded.
 func TestWorkerIsConfined(t *testing.T) {
@@ -110,7 +70,7 @@ func TestWorkerIsConfined(t *testing.T) {
 // Landlock, with nothing in the data dir changed or added.
 func TestKernelRefusesWrites(t *testing.T) {
 	f := newFixture(t, Limits{})
-	before := treeHash(t, f.data)
+	before := dataFiles(t, f.data)
 	target := filepath.Join(f.data, "orders.parquet")
 	for _, sql := range []string{
 		"COPY (SELECT 'junk') TO " + literal(target) + " (FORMAT csv, HEADER false)",
@@ -136,7 +96,7 @@ func TestKernelRefusesWrites(t *testing.T) {
 	if err := raw(t, f.e, "SELECT 1"); err != nil {
 		t.Fatalf("the raw path: %v", err)
 	}
-	sameTree(t, before, treeHash(t, f.data))
+	unchanged(t, "the raw writes", before, dataFiles(t, f.data))
 	mustServe(t, f.e)
 }
 
