@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/pg-cdc/pg-cdc/internal/readpath"
 	"maps"
 	"slices"
 	"strings"
@@ -316,7 +317,23 @@ func (a *allowlist) table(o map[string]any, scope []string) error {
 	case a.system[fold(name)], c == "system", c == "temp", s == "information_schema", s == "pg_catalog":
 		return &RefusedError{Rule: RuleNotAllowed, Detail: "the table " + dotted(catalog, schema, name) + " (only the captured tables' views and the WITH clause's names)"}
 	}
-	return fmt.Errorf("%w: no table or view named %s", ErrInvalid, dotted(catalog, schema, name))
+	return fmt.Errorf("%w: no table or view named %s%s", ErrInvalid, dotted(catalog, schema, name), a.nearest(schema, name))
+}
+
+// nearest is the hint for a table reference setup made nothing of: "; did
+// you mean a or b?" with the views nearest to it (readpath.Closest), as
+// DuckDB's binder would have said had the reference reached it.
+func (a *allowlist) nearest(schema, name string) string {
+	var names []string
+	for r := range a.relations {
+		names = append(names, r[1]+"."+r[2])
+	}
+	slices.Sort(names)
+	want := fold(name)
+	if schema != "" {
+		want = fold(schema) + "." + want
+	}
+	return readpath.DidYouMean(readpath.Closest(want, names))
 }
 
 // tableFunction checks a table function call (TABLE_FUNCTION): a

@@ -301,6 +301,10 @@ func TestInvalid(t *testing.T) {
 	if _, err := f.e.Query(context.Background(), "SELECT 1", 2); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a value for no parameter: %v", err)
 	}
+	// An unknown table gets the closest names, as DuckDB's binder gives.
+	if _, err := f.e.Query(context.Background(), "SELECT * FROM a.tt"); err == nil || !strings.Contains(err.Error(), "did you mean a.t") {
+		t.Errorf("an unknown table: %v, want the closest name", err)
+	}
 }
 
 // TestSandboxAlone runs hostile statements past the statement check, on a

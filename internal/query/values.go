@@ -122,9 +122,9 @@ var infinities = func() map[string][2]time.Time {
 }()
 
 // infinity reports whether t is the driver's form of DuckDB's ±infinity
-// for a value of type typ, and which. Where typ is not one of the types
-// with an infinity (inside a STRUCT or MAP, whose field types normalize
-// does not parse), t is compared with every type's: only DATE's can be a
+// for a value of type typ, and which. A type without an infinity has none;
+// where typ is not known (inside a STRUCT or MAP, whose field types
+// normalize does not parse), t is compared with every type's: only DATE's can be a
 // finite value of another type, TIMESTAMP_S's or TIMESTAMP_MS's midnight
 // of 5881580-07-11, which no PostgreSQL type maps to.
 func infinity(t time.Time, typ string) (Infinity, bool) {
@@ -139,6 +139,10 @@ func infinity(t time.Time, typ string) (Infinity, bool) {
 	}
 	if inf, ok := infinities[typ]; ok {
 		return match(inf)
+	}
+	if typ != "" {
+		// A type with no infinity (TIME, TIMETZ): its values are never one.
+		return Infinity{}, false
 	}
 	for _, inf := range infinities {
 		if x, ok := match(inf); ok {

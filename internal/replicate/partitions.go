@@ -136,16 +136,26 @@ func (s *Service) partitionsChanged(ctx context.Context, msg control.Partitions,
 		s.bf.h.setPartitions(id, slices.Clone(mt.Partitions))
 		return nil
 	}
-	if msg.Resnapshot && mt.Resnapshot != nil {
+	switch {
+	case msg.Resnapshot && mt.Resnapshot != nil:
 		s.log.Warn("the partitions of a table changed while its resnapshot runs; copying it again once that one has switched", "table", msg.Table, "generation", mt.Resnapshot.Generation)
 		return nil
+	case msg.Resnapshot && !mt.Snapshot.Complete():
+		// The same for a table still being backfilled: chunks copied before
+		// the change may hold rows it moved.
+		s.log.Warn("the partitions of a table changed while it is being snapshotted; copying it again once the snapshot is complete", "table", msg.Table)
+		return nil
+	case msg.Resnapshot && len(mt.PrimaryKey) == 0:
+		// Copied rows are placed by key: without one the sink cannot be
+		// brought back to the source's rows while streaming, and going on
+		// would leave them wrong for good.
+		return &cdc.Error{
+			Class: cdc.ErrSchemaChanged,
+			Msg:   fmt.Sprintf("the partitions of %s changed its rows with no row change in the WAL (a partition attached with rows, detached or dropped), and it has no primary key to copy it again by while streaming", msg.Table),
+			Hint:  "rebuild the capture (pg-cdc rebuild), which copies every table again; a partitioned table captured with a primary key is copied again by start itself",
+		}
 	}
-	resnapshot := msg.Resnapshot && len(mt.PrimaryKey) > 0 && mt.Snapshot.Complete()
-	if msg.Resnapshot && !resnapshot {
-		// No key to place copied rows by, or still being snapshotted: the
-		// snapshot in progress reads the partitions as they are now.
-		s.log.Error("the partitions of a table changed its rows with no row change in the WAL, and it cannot be copied again (no primary key, or its snapshot is not complete): the sink may hold rows the source no longer has, or lack some; pg-cdc resnapshot --table, or rebuild", "table", msg.Table)
-	}
+	resnapshot := msg.Resnapshot
 	var gen string
 	if resnapshot {
 		var err error

@@ -1,13 +1,16 @@
 package replicate
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/control"
 	"github.com/pg-cdc/pg-cdc/internal/flush"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
 // partitionsMsg is the logical message the chunk worker writes when the
@@ -65,5 +68,25 @@ func TestPartitionsRecorded(t *testing.T) {
 	}
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPartitionsKeylessStops: a partition change that moved the rows of a
+// table without a primary key cannot be reconciled while streaming: the
+// stream stops with the unsupported-change error instead of going on with
+// rows it knows to be wrong, and nothing is recorded.
+func TestPartitionsKeylessStops(t *testing.T) {
+	h := start(t, options{limits: flush.Limits{Interval: 50 * time.Millisecond, MaxRows: 1000}, manifest: func(m *manifest.Manifest) {
+		m.Tables["public.items"].PrimaryKey = []string{}
+		m.Tables["public.items"].Partitions = []uint32{101}
+	}})
+	h.push(partitionsMsg(t, startLSN+0x200, true, 101, 102)...)
+	err := h.wait()
+	var ce *cdc.Error
+	if !errors.As(err, &ce) || !errors.Is(err, cdc.ErrSchemaChanged) || !strings.Contains(err.Error(), "public.items") {
+		t.Fatalf("Run: %v, want the unsupported-change error naming the table", err)
+	}
+	if got := h.manifest().Tables["public.items"].Partitions; !slices.Equal(got, []uint32{101}) {
+		t.Errorf("partitions recorded %v after the refusal, want the old record", got)
 	}
 }
