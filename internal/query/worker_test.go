@@ -132,7 +132,21 @@ func TestWorkerDies(t *testing.T) {
 		_, err := f.e.Query(context.Background(), "SELECT count(*) FROM range(1000000000) a, range(1000000000) b WHERE a.range + b.range = 7")
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The query is in the worker's hands: sent, not answered.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f.e.remote.mu.Lock()
+		p := f.e.remote.proc
+		f.e.remote.mu.Unlock()
+		p.mu.Lock()
+		inFlight := len(p.pending)
+		p.mu.Unlock()
+		if inFlight > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the query never reached the worker")
+		}
+	}
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
