@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -136,7 +137,8 @@ func (c *Capture) ConnectUpstream(ctx context.Context, m *manifest.Manifest) (*p
 // init). A tables.include that names a table which does not exist is still
 // refused by Discover (a usage error): the list is explicit, a missing name
 // is far more often a typo than a table to come, and start's discovery
-// refuses it the same way.
+// refuses it the same way. Whatever the reason, a non-empty tables.include
+// that yields no table is a usage error: start would never find one either.
 func (c *Capture) prepareInit(ctx context.Context, db *postgres.DB) ([]*cdc.Table, error) {
 	if err := db.Preflight(ctx, postgres.PreflightTarget{Provider: c.Provider, Publication: c.Publication, Slot: c.Slot}); err != nil {
 		return nil, err
@@ -144,6 +146,13 @@ func (c *Capture) prepareInit(ctx context.Context, db *postgres.DB) ([]*cdc.Tabl
 	tables, err := c.Discover(ctx, db, nil)
 	if err != nil {
 		return nil, err
+	}
+	if len(tables) == 0 && len(c.Tables.Include) > 0 {
+		// An explicit list that yields nothing can never capture a table:
+		// start takes only the listed ones. (Discover already refuses a
+		// listed name that is missing or not a table; this keeps the
+		// usage error whatever else would leave the list empty.)
+		return nil, cdc.Usage(fmt.Errorf("no tables to capture: none of the tables tables.include lists (%s) is captured (check tables.include and tables.exclude)", tableList(c.Tables.Include)))
 	}
 	if len(tables) == 0 {
 		c.Log.Warn("no tables to capture yet: init creates the publication, the slot and a manifest with none; start captures each table created in the captured schemas from its first row",
@@ -324,4 +333,13 @@ func (c *Capture) resume(ctx context.Context, db *postgres.DB, m *manifest.Manif
 	c.Log.Info("init was interrupted; keeping the manifest and the slot", "slot", c.Slot, "lsn", m.EndLSN,
 		"complete", len(m.Tables)-len(unfinished), "unfinished", len(unfinished))
 	return &Resume{Manifest: m, Lost: lost}, nil
+}
+
+// tableList names ids for messages.
+func tableList(ids []cdc.TableID) string {
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = id.String()
+	}
+	return strings.Join(names, ", ")
 }

@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"reflect"
@@ -67,12 +68,43 @@ func TestInitEmptyDatabase(t *testing.T) {
 	}
 	checkStatus := func(name, want string) {
 		t.Helper()
+		seen := false
 		for _, ch := range preflight().Checks {
-			if ch.Name == name && (ch.Status != want) {
+			if ch.Name != name {
+				continue
+			}
+			seen = true
+			if ch.Status != want {
 				t.Errorf("preflight %s = %+v, want %s", name, ch, want)
 			}
 		}
+		if !seen {
+			t.Errorf("preflight has no %s check, want one with status %s", name, want)
+		}
 	}
+
+	// An explicit tables.include that matches nothing can never capture:
+	// preflight fails and init is a usage error (exit 2), changing nothing.
+	listed := *c
+	listed.Tables.Include = []cdc.TableID{{Schema: "public", Name: "orders"}}
+	rep, err := listed.Preflight(ctx, PreflightSink{Open: func(context.Context) (Sink, error) { return sink, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tablesFailed := false
+	for _, ch := range rep.Checks {
+		tablesFailed = tablesFailed || ch.Name == "tables" && ch.Status == "fail"
+	}
+	if rep.Failed == 0 || !tablesFailed {
+		t.Errorf("preflight with tables.include naming no table: %+v, want a failed tables check", rep.Checks)
+	}
+	if _, err := listed.Init(ctx); !errors.Is(err, cdc.ErrUsage) {
+		t.Errorf("init with tables.include naming no table: %v, want a usage error", err)
+	}
+	if got := sqlString(t, ctx, url, `SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = $1`, c.Slot); got != "0" {
+		t.Errorf("slots after the refused init = %s, want 0", got)
+	}
+
 	checkStatus("tables", "warn")
 
 	res, err := c.Init(ctx)

@@ -206,17 +206,7 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 func printAdjusted(out io.Writer, m *manifest.Manifest, keys []string) {
 	for _, k := range keys {
 		t := m.Tables[k]
-		sum := map[string]int64{}
-		if t.Base != nil {
-			for c, n := range t.Base.Adjusted {
-				sum[c] += n
-			}
-		}
-		for _, d := range t.Deltas {
-			for c, n := range d.Adjusted {
-				sum[c] += n
-			}
-		}
+		sum := t.AdjustedTotals()
 		cols := make([]string, 0, len(sum))
 		for c := range sum {
 			cols = append(cols, c)

@@ -186,7 +186,7 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 		MaxLSN:           cdc.LSN(st.MaxLSN),
 		RowCount:         out.rows,
 		Files:            files,
-		Adjusted:         sumAdjusted(mt),
+		Adjusted:         mt.AdjustedTotals(), // everything folded: the base and every delta
 		Tombstones:       out.tombstones,
 		SortedBy:         append(append([]string(nil), mt.PrimaryKey...), parquetfile.ColLSN, parquetfile.ColSeq),
 		SchemaVersion:    mt.SchemaVersion,
@@ -255,26 +255,6 @@ func appendRetired(list []manifest.RetiredFile, files []manifest.File, at time.T
 		}
 	}
 	return list
-}
-
-// sumAdjusted adds up the rule counts of everything folded.
-func sumAdjusted(mt *manifest.Table) map[string]int64 {
-	var out map[string]int64
-	add := func(m map[string]int64) {
-		for k, v := range m {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[k] += v
-		}
-	}
-	if mt.Base != nil {
-		add(mt.Base.Adjusted)
-	}
-	for _, d := range mt.Deltas {
-		add(d.Adjusted)
-	}
-	return out
 }
 
 type written struct {

@@ -619,17 +619,7 @@ func (c *regressComparer) compare(key string, mt *manifest.Table) int {
 
 func (c *regressComparer) columns(mt *manifest.Table, cols []string) []regressColumn {
 	schema := mt.CurrentSchema()
-	adjusted := map[string]int64{}
-	if mt.Base != nil {
-		for k, v := range mt.Base.Adjusted {
-			adjusted[k] += v
-		}
-	}
-	for _, d := range mt.Deltas {
-		for k, v := range d.Adjusted {
-			adjusted[k] += v
-		}
-	}
+	adjusted := mt.AdjustedTotals()
 	types := map[string]string{}
 	rows, err := c.conn.Query(context.Background(), `SELECT attname::text, format_type(atttypid, atttypmod)
 		FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped`, qualified(mt.Schema, mt.Name))

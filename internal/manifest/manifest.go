@@ -405,6 +405,28 @@ func (t *Table) MaxFieldID() int {
 	return n
 }
 
+// AdjustedTotals sums, per column, the values a documented type rule
+// changed (docs/types.md) over the base and every delta: the counts of
+// everything the table's files hold. It is nil when there are none.
+func (t *Table) AdjustedTotals() map[string]int64 {
+	var out map[string]int64
+	add := func(m map[string]int64) {
+		for k, v := range m {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k] += v
+		}
+	}
+	if t.Base != nil {
+		add(t.Base.Adjusted)
+	}
+	for _, d := range t.Deltas {
+		add(d.Adjusted)
+	}
+	return out
+}
+
 // ID returns the table's id.
 func (t *Table) ID() cdc.TableID { return cdc.TableID{Schema: t.Schema, Name: t.Name} }
 

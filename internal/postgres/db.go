@@ -56,6 +56,10 @@ type DB struct {
 	mu     sync.Mutex
 	idle   []*pgx.Conn
 	closed bool
+
+	// partitioned caches, per table OID (uint32), whether the table is
+	// partitioned (bool): see rowSourceOf.
+	partitioned sync.Map
 }
 
 // Connect checks that the server is reachable (one connection, kept for

@@ -48,24 +48,36 @@ func (db *DB) PartitionLeaves(ctx context.Context, tables []cdc.TableID) (map[cd
 
 // PartitionHasRows reports whether the relation oid holds a row of its
 // own (ONLY: not its partitions'); a relation that no longer exists holds
-// none.
+// none. A relation renamed between the lookup of its name and the read is
+// an error (the caller asks again later), not an empty one.
 func (db *DB) PartitionHasRows(ctx context.Context, oid uint32) (bool, error) {
 	var has bool
+	const nameSQL = `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`
 	err := db.with(ctx, func(c *pgx.Conn) error {
 		var name *string
-		if err := c.QueryRow(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
-			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&name); err != nil {
-			if err == pgx.ErrNoRows {
+		if err := c.QueryRow(ctx, nameSQL, oid).Scan(&name); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
 			return err
 		}
 		err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ONLY "+*name+")").Scan(&has)
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // dropped meanwhile
-			return nil
+		if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+			return err
 		}
-		return err
+		// The name is gone: dropped, or renamed (or moved) meanwhile.
+		// Only a relation whose OID is gone too holds no row.
+		var again *string
+		switch lerr := c.QueryRow(ctx, nameSQL, oid).Scan(&again); {
+		case errors.Is(lerr, pgx.ErrNoRows):
+			return nil
+		case lerr != nil:
+			return lerr
+		default:
+			return fmt.Errorf("%s was renamed to %s while being read: %w", *name, *again, err)
+		}
 	})
 	if err != nil {
 		return false, fmt.Errorf("look for rows in partition %d on %s: %w", oid, db.server, err)

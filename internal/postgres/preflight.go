@@ -171,6 +171,12 @@ func RunPreflight(ctx context.Context, spec ConnSpec, t PreflightTarget) Report 
 	case len(tables) == 0 && t.Initialized:
 		add(Check{Name: "tables", Status: StatusOK,
 			Detail: "the manifest captures no table yet: start adds each table created in the captured schemas, and backfills it"})
+	case len(tables) == 0 && len(t.Include) > 0:
+		// An explicit list that leaves nothing can never capture a table:
+		// init refuses it.
+		add(Check{Name: "tables", Status: StatusFail, Detail: "no tables to capture: none of the tables tables.include lists is captured, and start takes only those",
+			Fix: "check tables.include and tables.exclude"})
+		return r
 	case len(tables) == 0:
 		// Init sets up an empty capture, and start takes the tables as
 		// the application creates them.

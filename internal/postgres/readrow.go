@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols [
 		found bool
 	)
 	err := db.with(ctx, func(c *pgx.Conn) error {
-		from, err := lookupRowSource(ctx, c, t.ID)
+		from, err := db.rowSourceOf(ctx, c, t)
 		if err != nil {
 			return err
 		}
@@ -41,6 +42,30 @@ func (db *DB) ReadRow(ctx context.Context, t *cdc.Table, key []cdc.Datum, cols [
 		return nil, false, fmt.Errorf("read row of %s: %w", t.ID, err)
 	}
 	return out, found, nil
+}
+
+// rowSourceOf is t's rowSource. Whether a table is partitioned is read
+// once per table OID and kept in db (an OID's relkind never changes: a
+// table made partitioned is a new relation), so ReadRow, on the apply
+// loop's TOAST recovery path, costs one round trip, not two. Without an
+// OID, or when the OID is gone, it is looked up by name at each call.
+func (db *DB) rowSourceOf(ctx context.Context, q rowQuerier, t *cdc.Table) (string, error) {
+	if t.OID == 0 {
+		return lookupRowSource(ctx, q, t.ID)
+	}
+	if p, ok := db.partitioned.Load(t.OID); ok {
+		return rowSource(t.ID, p.(bool)), nil
+	}
+	var kind string
+	err := q.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = $1", t.OID).Scan(&kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return lookupRowSource(ctx, q, t.ID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the kind of table %s: %w", t.ID, err)
+	}
+	db.partitioned.Store(t.OID, kind == "p")
+	return rowSource(t.ID, kind == "p"), nil
 }
 
 // rowQuery is the SELECT from from (t's rowSource) of the columns cols of

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,7 +21,10 @@ import (
 // (TRUNCATE, or a rewriting ALTER TABLE: its relfilenode as the snapshot
 // sees pg_class differs from the current one). Those are not MVCC-safe: a
 // transaction whose snapshot predates them reads the new storage, so rows
-// and found then describe neither the snapshot nor the copy.
+// and found then describe neither the snapshot nor the copy. For a
+// partitioned table the check covers its leaf partitions: rewritten when a
+// leaf's storage was replaced, or the set of leaves is not the one the
+// snapshot sees (a partition attached, detached, created or dropped since).
 func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table, keys [][]cdc.Datum) (rows int64, found [][]cdc.Datum, rewritten bool, err error) {
 	if snapshot == "" {
 		return 0, nil, false, fmt.Errorf("sample table %s: no snapshot to read in", t.ID)
@@ -50,12 +54,26 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 			return fmt.Errorf("lock: %w", err)
 		}
 		// pg_class as of the snapshot, against the storage in use now
-		// (pg_relation_filenode reads the current catalog).
-		var then, now *uint32
-		if err := tx.QueryRow(ctx, "SELECT relfilenode, pg_relation_filenode(oid)::oid FROM pg_class WHERE oid = $1", t.OID).Scan(&then, &now); err != nil {
+		// (pg_relation_filenode reads the current catalog). A partitioned
+		// table has no storage of its own (relfilenode 0): its leaves'
+		// are compared instead.
+		var (
+			kind      string
+			then, now *uint32
+		)
+		if err := tx.QueryRow(ctx, "SELECT relkind::text, relfilenode, pg_relation_filenode(oid)::oid FROM pg_class WHERE oid = $1", t.OID).Scan(&kind, &then, &now); err != nil {
 			return fmt.Errorf("read relfilenode: %w", err)
 		}
-		if then == nil || now == nil || *then != *now {
+		if kind == "p" {
+			changed, err := leavesRewritten(ctx, tx, t.OID)
+			if err != nil {
+				return err
+			}
+			if changed {
+				rewritten = true
+				return nil
+			}
+		} else if then == nil || now == nil || *then != *now {
 			rewritten = true
 			return nil
 		}
@@ -86,4 +104,36 @@ func (db *DB) SampleSnapshot(ctx context.Context, snapshot string, t *cdc.Table,
 		return 0, nil, false, fmt.Errorf("sample table %s in snapshot %s on %s: %w", t.ID, snapshot, db.server, err)
 	}
 	return rows, found, rewritten, nil
+}
+
+// leavesSQL lists the leaf partitions of the partitioned table $1 as the
+// transaction's snapshot sees pg_inherits and pg_class (pg_partition_tree
+// reads the current catalog instead), with their relfilenodes then.
+const leavesSQL = `WITH RECURSIVE tree(relid) AS (
+		SELECT $1::oid
+		UNION ALL
+		SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+	SELECT coalesce(array_agg(c.oid ORDER BY c.oid), '{}'), coalesce(array_agg(c.relfilenode ORDER BY c.oid), '{}')
+	FROM tree JOIN pg_class c ON c.oid = tree.relid
+	WHERE c.relkind NOT IN ('p', 'I')`
+
+// currentLeavesSQL lists the leaf partitions of $1 in the current catalog,
+// with the storage each uses now (0 for a leaf without storage, as a
+// foreign table's relfilenode is).
+const currentLeavesSQL = `SELECT coalesce(array_agg(relid::oid ORDER BY relid::oid), '{}'),
+		coalesce(array_agg(coalesce(pg_relation_filenode(relid), 0)::oid ORDER BY relid::oid), '{}')
+	FROM pg_partition_tree($1::oid) WHERE isleaf`
+
+// leavesRewritten reports whether the leaves of the partitioned table oid
+// differ between the transaction's snapshot and the current catalog: a
+// leaf added or gone, or a leaf's storage replaced.
+func leavesRewritten(ctx context.Context, tx pgx.Tx, oid uint32) (bool, error) {
+	var thenOIDs, thenNodes, nowOIDs, nowNodes []uint32
+	if err := tx.QueryRow(ctx, leavesSQL, oid).Scan(&thenOIDs, &thenNodes); err != nil {
+		return false, fmt.Errorf("read the partitions as of the snapshot: %w", err)
+	}
+	if err := tx.QueryRow(ctx, currentLeavesSQL, oid).Scan(&nowOIDs, &nowNodes); err != nil {
+		return false, fmt.Errorf("read the partitions: %w", err)
+	}
+	return !slices.Equal(thenOIDs, nowOIDs) || !slices.Equal(thenNodes, nowNodes), nil
 }
