@@ -36,6 +36,9 @@ func newServeCmd(app *cli) *cobra.Command {
 			Listen: cfg.Serve.Listen, Tokens: tokens,
 			RatePerSecond: float64(cfg.Serve.RateLimit), Burst: cfg.Serve.RateBurst,
 			UnauthRatePerSecond: float64(cfg.Serve.UnauthRateLimit), UnauthBurst: cfg.Serve.UnauthRateBurst,
+			// 0 in the configuration is off; 0 in Options would be the default.
+			UnauthOff:     cfg.Serve.UnauthRateLimit == 0,
+			HashSQL:       cfg.Serve.AuditSQL == config.AuditSQLHash,
 			MaxConcurrent: cfg.Serve.MaxConcurrent, QueueWait: cfg.Serve.QueueWait, MaxStreams: cfg.Serve.MaxStreams, MaxBodyBytes: cfg.Serve.MaxBodyBytes,
 			// A response may take the query's whole time, and then be written.
 			WriteTimeout: cfg.Query.Timeout + 30*time.Second,
@@ -49,8 +52,7 @@ func newServeCmd(app *cli) *cobra.Command {
 			hosts = serve.DefaultAllowedHosts(cfg.Serve.Listen)
 		}
 		o.Surfaces(r, serve.SurfaceOptions{MaxRows: cfg.Query.MaxRows, StaleAfter: cfg.Serve.StaleAfter, AllowedHosts: hosts,
-			AllowedOrigins: cfg.Serve.AllowedOrigins, MaxBodyBytes: cfg.Serve.MaxBodyBytes, Version: version, Log: log,
-			HashSQL: cfg.Serve.AuditSQL == config.AuditSQLHash})
+			AllowedOrigins: cfg.Serve.AllowedOrigins, MaxBodyBytes: cfg.Serve.MaxBodyBytes, Version: version, Log: log})
 		srv, err := serve.New(o)
 		if err != nil {
 			return cdc.Usage(err)
@@ -89,7 +91,8 @@ func newMCPCmd(app *cli) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.RunE = app.onServer(func(ctx context.Context, r *query.Reader, cfg config.Config, cmd *cobra.Command) error {
-		s := serve.StdioMCP(r, version, newLogger(cfg, cmd.ErrOrStderr()), cfg.Serve.AuditSQL == config.AuditSQLHash)
+		o := serve.Options{HashSQL: cfg.Serve.AuditSQL == config.AuditSQLHash}
+		s := o.StdioMCP(r, version, newLogger(cfg, cmd.ErrOrStderr()))
 		return s.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 	})
 	return cmd

@@ -42,6 +42,21 @@ const (
 	SurfaceMCP  = "mcp"
 )
 
+// SurfaceMetrics labels the refusals of /metrics, which writes no
+// records.
+const SurfaceMetrics = "metrics"
+
+// RefusalSurfaces and RefusalCodes are the one list of the labels a
+// server's refusals are counted by (serve counts them; internal/metrics
+// makes their series at zero): the surfaces, and the statuses that turn a
+// request away — 401 (no valid token), 403 (MCP's Host and Origin
+// checks), 413 (body too large), 429 (a rate limit), 503 (busy). Arrays,
+// so that a user copies them.
+var (
+	RefusalSurfaces = [...]string{SurfaceREST, SurfaceSSE, SurfaceMCP, SurfaceMetrics}
+	RefusalCodes    = [...]int{401, 403, 413, 429, 503}
+)
+
 // Record is one request's audit record: one per REST request, event stream
 // and MCP tool call.
 type Record struct {

@@ -398,7 +398,9 @@ type ServeConfig struct {
 	// UnauthRateLimit and UnauthRateBurst
 	// (serve.unauthenticated_rate_limit, serve.unauthenticated_rate_burst)
 	// bound, per remote address, the requests that fail authentication;
-	// past them, 429 before the token is checked. Defaults 1 and 10.
+	// past them, 429 before the token is checked. Defaults 1 and 10;
+	// a rate of 0 turns the limit off (behind a proxy every client shares
+	// the proxy's address, and one client's failures refuse them all).
 	UnauthRateLimit int
 	UnauthRateBurst int
 	// AuditSQL (serve.audit_sql) is how a query's SQL goes into its audit

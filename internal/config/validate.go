@@ -370,7 +370,7 @@ func (c Config) validateServe(p *problems) {
 	}
 	p.positive("serve.rate_limit", int64(s.RateLimit))
 	p.positive("serve.rate_burst", int64(s.RateBurst))
-	p.positive("serve.unauthenticated_rate_limit", int64(s.UnauthRateLimit))
+	p.offOrPositive("serve.unauthenticated_rate_limit", int64(s.UnauthRateLimit))
 	p.positive("serve.unauthenticated_rate_burst", int64(s.UnauthRateBurst))
 	switch s.AuditSQL {
 	case AuditSQLFull, AuditSQLHash:

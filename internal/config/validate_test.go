@@ -29,6 +29,7 @@ func TestValidateOK(t *testing.T) {
 		{"63-byte slot", func(c *Config) { c.Replication.Slot = strings.Repeat("s", 63) }},
 		{"every level", func(c *Config) { c.Log.Level = "warn"; c.Log.Format = "json" }},
 		{"audit sql hash", func(c *Config) { c.Serve.AuditSQL = "hash" }},
+		{"unauthenticated rate limit off", func(c *Config) { c.Serve.UnauthRateLimit = 0 }},
 		{"provider rds", func(c *Config) { c.Source.Postgres.Provider = "rds" }},
 		{"provider aurora", func(c *Config) { c.Source.Postgres.Provider = "aurora" }},
 		{"provider self-managed", func(c *Config) { c.Source.Postgres.Provider = "self-managed" }},
@@ -114,7 +115,7 @@ func TestValidateErrors(t *testing.T) {
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, `log.level: want debug, info, warn or error, got "trace"`},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format: want text or json, got "xml"`},
 		{"serve audit sql", func(c *Config) { c.Serve.AuditSQL = "none" }, `serve.audit_sql: want "full"`},
-		{"serve unauthenticated rate", func(c *Config) { c.Serve.UnauthRateLimit = 0 }, "serve.unauthenticated_rate_limit: must be > 0"},
+		{"serve unauthenticated rate", func(c *Config) { c.Serve.UnauthRateLimit = -1 }, "serve.unauthenticated_rate_limit: must be 0 (off) or positive"},
 		{"serve unauthenticated burst", func(c *Config) { c.Serve.UnauthRateBurst = -1 }, "serve.unauthenticated_rate_burst: must be > 0"},
 	}
 	for _, tc := range cases {

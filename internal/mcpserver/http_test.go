@@ -69,18 +69,26 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
+// connect is an MCP client session on hs, over streamable HTTP with
+// alice's token, closed when the test ends.
+func (hs *httpServer) connect(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	client := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + testToken}}, http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: client}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
 // TestHTTP: the SDK's client over streamable HTTP with a token calls a
 // tool, and the audit record names the principal the authentication set.
 func TestHTTP(t *testing.T) {
 	t.Parallel()
 	hs := newHTTPServer(t, HTTPOptions{})
 	ctx := context.Background()
-	client := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + testToken}}, http.DefaultTransport}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: client}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := hs.connect(t)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_tables"})
 	if err != nil || res.IsError {
 		t.Fatalf("list_tables over HTTP: %v %+v", err, res)

@@ -4,7 +4,6 @@ package mcpserver
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,12 +15,7 @@ func TestQueryAuditRecord(t *testing.T) {
 	t.Parallel()
 	hs := newHTTPServer(t, HTTPOptions{})
 	ctx := context.Background()
-	client := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + testToken}}, http.DefaultTransport}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: client}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := hs.connect(t)
 	const ok, refused = `SELECT count(*) AS n FROM "public"."orders"`, "SELECT 1; INSTALL httpfs"
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "query", Arguments: map[string]any{"sql": ok}}); err != nil || res.IsError {
 		t.Fatalf("query: %v %+v", err, res)

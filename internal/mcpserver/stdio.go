@@ -105,13 +105,19 @@ func (f *lineFilter) next() (line []byte, tooLong bool, err error) {
 // code 0 if so, else the error code to answer, the id to answer it with
 // (nil: null) and why.
 func check(line []byte) (code int64, id json.RawMessage, why string) {
-	var v json.RawMessage
-	if err := json.Unmarshal(line, &v); err != nil {
+	if !json.Valid(line) {
 		// One value only: the SDK's stream decoder refuses a second one
-		// on the line too ("invalid trailing data").
+		// on the line too ("invalid trailing data"). Parsed again only
+		// here, for the reason.
+		var v json.RawMessage
+		err := json.Unmarshal(line, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
 		return jsonrpc.CodeParseError, nil, "Parse error: the line is not one JSON value: " + err.Error()
 	}
-	switch v[0] {
+	// A valid value: its first byte past the white space says its kind.
+	switch bytes.TrimLeft(line, " \t\r\n")[0] {
 	case '[':
 		return jsonrpc.CodeInvalidRequest, nil, "Invalid Request: batches (JSON arrays) are not supported; send one JSON-RPC message per line"
 	case '{':

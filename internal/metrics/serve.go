@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pg-cdc/pg-cdc/internal/access"
 )
 
 // Serve holds the collectors of pg-cdc serve (docs/metrics.md, "serve").
@@ -23,16 +25,6 @@ type Serve struct {
 	refusals    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
 }
-
-// refusalSurfaces and refusalCodes are the label values of
-// serve_refusals_total, whose series start at zero so that increase()
-// sees the first refusal. They are serve's (access.SurfaceREST, …,
-// serve.RefusalCodes); metrics does not import serve, which declares the
-// Observer this implements.
-var (
-	refusalSurfaces = []string{"rest", "sse", "mcp", "metrics"}
-	refusalCodes    = []int{401, 403, 413, 429, 503}
-)
 
 // NewServe registers the serve collectors on reg.
 func NewServe(reg prometheus.Registerer) *Serve {
@@ -49,8 +41,12 @@ func NewServe(reg prometheus.Registerer) *Serve {
 			"Requests turned away, by surface and status: 401 (no valid token), 403 (MCP host or origin), 413 (body too large), 429 (a rate limit, per principal or per address), 503 (busy).", "surface", "code"),
 		inFlight: f.gauge("serve_in_flight_requests", "Requests to the surfaces running now (bounded by serve.max_concurrent)."),
 	}
-	for _, surface := range refusalSurfaces {
-		for _, code := range refusalCodes {
+	// The series of serve_refusals_total start at zero, so that
+	// increase() sees the first refusal: every label value serve counts
+	// by (access's one list; metrics does not import serve, which declares
+	// the Observer this implements).
+	for _, surface := range access.RefusalSurfaces {
+		for _, code := range access.RefusalCodes {
 			s.refusals.WithLabelValues(surface, strconv.Itoa(code))
 		}
 	}

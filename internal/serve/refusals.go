@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/pg-cdc/pg-cdc/internal/access"
 )
 
 // refusalCodes are the answers that turn a request away, counted by code
@@ -19,14 +21,8 @@ import (
 // body cap (413), authentication (401), the rate limits (429), the
 // concurrency and stream caps (503), the surface itself (MCP's Host and
 // Origin checks, 403; the API's 413 and 503).
-var refusalCodes = [...]int{
-	http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge,
-	http.StatusTooManyRequests, http.StatusServiceUnavailable,
-}
-
-// RefusalCodes are the statuses counted as refusals (for the metrics'
-// series, created at zero).
-func RefusalCodes() []int { return refusalCodes[:] }
+// The list is access.RefusalCodes, shared with internal/metrics.
+var refusalCodes = access.RefusalCodes
 
 func refusalIndex(status int) int {
 	for i, c := range refusalCodes {
@@ -39,7 +35,7 @@ func refusalIndex(status int) int {
 
 // SurfaceMetrics labels the refusals of /metrics; the surfaces' own are
 // access.SurfaceREST, SurfaceSSE and SurfaceMCP.
-const SurfaceMetrics = "metrics"
+const SurfaceMetrics = access.SurfaceMetrics
 
 // Bounds of the refusal log and the per-address state.
 const (
@@ -181,11 +177,35 @@ func peerKey(remoteAddr string) (key, ip string) {
 	return addr.String(), addr.String()
 }
 
-// caller is what observed learns from the layers below it: the principal,
-// once authenticated.
-type caller struct{ principal string }
+// caller is one request's peer, worked out once and only when needed
+// (by authed with tokens, by refused), and what observed learns from the
+// layers below it: the principal, once authenticated.
+type caller struct {
+	remote    string // the request's RemoteAddr
+	key, ip   string // peerKey(remote), once keyed
+	keyed     bool
+	principal string
+}
+
+// peer is peerKey of the request's address, computed on first use.
+func (c *caller) peer() (key, ip string) {
+	if !c.keyed {
+		c.key, c.ip = peerKey(c.remote)
+		c.keyed = true
+	}
+	return c.key, c.ip
+}
 
 type callerKey struct{}
+
+// callerOf is r's caller, as observed made it (a fresh one for a request
+// that did not pass observed).
+func callerOf(r *http.Request) *caller {
+	if c, ok := r.Context().Value(callerKey{}).(*caller); ok {
+		return c
+	}
+	return &caller{remote: r.RemoteAddr}
+}
 
 // noteCaller records p's name for observed's refusal line.
 func noteCaller(ctx context.Context, principal string) {
@@ -197,11 +217,11 @@ func noteCaller(ctx context.Context, principal string) {
 // observed counts and logs the refusals among one route's answers.
 func (s *Server) observed(surface string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := &caller{}
+		c := &caller{remote: r.RemoteAddr}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 		if i := refusalIndex(sw.status); i >= 0 {
-			s.refused(r, surface, i, c.principal)
+			s.refused(r, surface, i, c)
 		}
 	})
 }
@@ -211,12 +231,13 @@ func (s *Server) observed(surface string, next http.Handler) http.Handler {
 // many were held back), and refusalLogRate lines a second over all
 // addresses. The counter sees every one. The line never holds a header
 // (the token is in one) nor the query string.
-func (s *Server) refused(r *http.Request, surface string, i int, principal string) {
+func (s *Server) refused(r *http.Request, surface string, i int, c *caller) {
 	status := refusalCodes[i]
 	if s.o.Observer != nil {
 		s.o.Observer.Refused(surface, status)
 	}
-	key, ip := peerKey(r.RemoteAddr)
+	key, ip := c.peer()
+	principal := c.principal
 	held, ok := s.peers.sample(key, i, s.now(), s.logLimit)
 	if !ok {
 		return

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -104,12 +106,25 @@ func (h *harness) do(method, path, remote, token string, size int) *httptest.Res
 }
 
 // refusals reads pgcdc_serve_refusals_total from the registry:
-// "surface/code" → count.
+// "surface/code" → count, the series at zero left out.
 func (h *harness) refusals() map[string]float64 {
 	h.t.Helper()
-	fams, err := h.reg.Gather()
+	out := map[string]float64{}
+	for k, v := range refusalSeries(h.t, h.reg) {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// refusalSeries reads every series of pgcdc_serve_refusals_total from
+// reg, those at zero too: "surface/code" → count.
+func refusalSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out := map[string]float64{}
 	for _, f := range fams {
@@ -121,9 +136,7 @@ func (h *harness) refusals() map[string]float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if v := m.GetCounter().GetValue(); v != 0 {
-				out[labels["surface"]+"/"+labels["code"]] = v
-			}
+			out[labels["surface"]+"/"+labels["code"]] = m.GetCounter().GetValue()
 		}
 	}
 	return out
@@ -146,7 +159,8 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	rest.Handle("/v1/collected", status(http.StatusServiceUnavailable))
 	// A bucket of one per principal: alice's second request is 429.
 	h := newHarness(t, Options{Tokens: tokens, RatePerSecond: 0.01, Burst: 1, MaxBodyBytes: 100, UnauthBurst: 100,
-		REST: rest, MCP: status(http.StatusForbidden), Metrics: status(http.StatusOK)})
+		REST: rest, MCP: status(http.StatusForbidden), Metrics: status(http.StatusOK),
+		Ready: func(context.Context) error { return errors.New("down") }})
 	const a, b = "192.0.2.1:40000", "192.0.2.2:40000"
 
 	for range 3 {
@@ -161,7 +175,10 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	if w := h.do("GET", "/v1/collected", b, "s3cret-carol", 0); w.Code != 503 {
 		t.Fatalf("collected: %d", w.Code) // 503 from the API
 	}
-	h.do("GET", "/livez", b, "", 0) // probes are not observed
+	// Probes are not observed: a 503 from /readyz is an answer.
+	if w := h.do("GET", "/readyz", b, "", 0); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz: %d, want 503", w.Code)
+	}
 
 	want := map[string]float64{"rest/401": 3, "metrics/401": 1, "rest/413": 1, "rest/429": 1, "mcp/429": 1, "mcp/403": 1, "rest/503": 1}
 	if got := h.refusals(); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -284,12 +301,65 @@ func TestUnauthenticatedFloodOverHTTP(t *testing.T) {
 	}
 }
 
+// TestRefusalSeriesAtZero: a fresh registry has a series at zero for
+// every surface and code the server counts refusals by (one list,
+// access.RefusalSurfaces and RefusalCodes, for serve and metrics), and
+// no other.
+func TestRefusalSeriesAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics.NewServe(reg)
+	got := refusalSeries(t, reg)
+	surfaces := []string{access.SurfaceREST, access.SurfaceSSE, access.SurfaceMCP, SurfaceMetrics}
+	for _, surface := range surfaces {
+		for _, code := range refusalCodes {
+			if v, ok := got[fmt.Sprintf("%s/%d", surface, code)]; !ok || v != 0 {
+				t.Errorf("series %s/%d: %v %v, want at 0", surface, code, v, ok)
+			}
+		}
+	}
+	if len(got) != len(surfaces)*len(refusalCodes) {
+		t.Errorf("%d series, want %d: %v", len(got), len(surfaces)*len(refusalCodes), got)
+	}
+	// Every code the server refuses with is one of them.
+	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		if refusalIndex(code) < 0 {
+			t.Errorf("%d is not a refusal code", code)
+		}
+	}
+}
+
+// TestUnauthenticatedLimitOff: with UnauthOff (serve.unauthenticated_rate_limit:
+// 0), failures from one address are never 429, and the right token from
+// it is answered; 0 in Options is still the default.
+func TestUnauthenticatedLimitOff(t *testing.T) {
+	tokens, _ := ParseTokens(map[string]string{"alice": Hash("s3cret-alice")}, "")
+	h := newHarness(t, Options{Tokens: tokens, UnauthOff: true, UnauthRatePerSecond: 0.01, UnauthBurst: 1, REST: echo(nil)})
+	const proxy = "192.0.2.9:443" // every client behind it
+	for i := range 20 {
+		if w := h.do("GET", "/v1/tables", proxy, fmt.Sprintf("guess-%d", i), 0); w.Code != 401 {
+			t.Fatalf("failure %d: %d, want 401 (no limit)", i, w.Code)
+		}
+	}
+	if w := h.do("GET", "/v1/tables", proxy, "s3cret-alice", 0); w.Code != 200 {
+		t.Errorf("the right token from the same address: %d, want 200", w.Code)
+	}
+	if got := h.refusals(); got["rest/401"] != 20 || got["rest/429"] != 0 {
+		t.Errorf("refusals %v, want 20 of 401 and no 429", got)
+	}
+	if r := h.s.o.UnauthRatePerSecond; r != 0 {
+		t.Errorf("rate with UnauthOff: %g, want 0 (off)", r)
+	}
+	if d := newHarness(t, Options{Tokens: tokens}); d.s.o.UnauthRatePerSecond != DefaultUnauthRate || d.s.o.UnauthBurst != DefaultUnauthBurst {
+		t.Errorf("unset: %g/%d, want the defaults", d.s.o.UnauthRatePerSecond, d.s.o.UnauthBurst)
+	}
+}
+
 // TestPeersBound: however many addresses fail, the server remembers at
 // most MaxPeers of them, the least recently seen forgotten first, and the
 // address flooding now stays limited.
 func TestPeersBound(t *testing.T) {
 	tokens, _ := ParseTokens(map[string]string{"alice": Hash("a")}, "")
-	h := newHarness(t, Options{Tokens: tokens, UnauthBurst: 2, MaxPeers: 64, REST: echo(nil), Log: slog.New(slog.DiscardHandler)})
+	h := newHarness(t, Options{Tokens: tokens, UnauthBurst: 2, MaxPeers: 64, REST: echo(nil)})
 	const flooder = "203.0.113.1:1"
 	for i := range 10_000 {
 		h.do("GET", "/v1/tables", fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255), "", 0)

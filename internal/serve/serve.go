@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,13 +45,17 @@ type Options struct {
 	// DefaultUnauthRate, DefaultUnauthBurst). Past them, 429 with
 	// Retry-After before the token is even checked, so a client guessing
 	// tokens is slowed to this rate. MaxPeers bounds the addresses
-	// remembered (0: DefaultMaxPeers).
+	// remembered (0: DefaultMaxPeers). UnauthOff turns the limit off
+	// (serve.unauthenticated_rate_limit: 0), the rate and burst unused:
+	// behind a proxy every client has the proxy's address, and one
+	// client's failures would refuse the others too.
 	UnauthRatePerSecond float64
 	UnauthBurst         int
 	MaxPeers            int
+	UnauthOff           bool
 	// HashSQL writes a query's SQL into its audit record as its SHA-256
-	// and length only (serve.audit_sql: hash); SurfaceOptions.HashSQL
-	// sets it.
+	// and length only (serve.audit_sql: hash), on every surface: the
+	// server's records, and the MCP server's of Surfaces and StdioMCP.
 	HashSQL bool
 	// MaxConcurrent bounds the requests to the surfaces running at once
 	// (0: DefaultConcurrent); QueueWait is how long one waits for a slot.
@@ -129,30 +134,26 @@ func New(o Options) (*Server, error) {
 	if o.RatePerSecond < 0 || o.Burst < 0 || o.UnauthRatePerSecond < 0 || o.UnauthBurst < 0 || o.MaxPeers < 0 || o.MaxConcurrent < 0 || o.MaxBodyBytes < 0 || o.QueueWait < 0 || o.WriteTimeout < 0 || o.MaxStreams < 0 {
 		return nil, fmt.Errorf("serve: negative limit in %+v", o)
 	}
-	o.RatePerSecond = cmpOr(o.RatePerSecond, DefaultRate)
-	o.Burst = cmpOr(o.Burst, DefaultBurst)
-	o.MaxConcurrent = cmpOr(o.MaxConcurrent, DefaultConcurrent)
-	o.QueueWait = cmpOr(o.QueueWait, DefaultQueueWait)
-	o.MaxStreams = cmpOr(o.MaxStreams, DefaultStreams)
-	o.MaxBodyBytes = cmpOr(o.MaxBodyBytes, DefaultMaxBody)
-	o.WriteTimeout = cmpOr(o.WriteTimeout, DefaultWriteTimeout)
-	o.UnauthRatePerSecond = cmpOr(o.UnauthRatePerSecond, DefaultUnauthRate)
-	o.UnauthBurst = cmpOr(o.UnauthBurst, DefaultUnauthBurst)
-	o.MaxPeers = cmpOr(o.MaxPeers, DefaultMaxPeers)
+	o.RatePerSecond = cmp.Or(o.RatePerSecond, DefaultRate)
+	o.Burst = cmp.Or(o.Burst, DefaultBurst)
+	o.MaxConcurrent = cmp.Or(o.MaxConcurrent, DefaultConcurrent)
+	o.QueueWait = cmp.Or(o.QueueWait, DefaultQueueWait)
+	o.MaxStreams = cmp.Or(o.MaxStreams, DefaultStreams)
+	o.MaxBodyBytes = cmp.Or(o.MaxBodyBytes, DefaultMaxBody)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
+	o.UnauthBurst = cmp.Or(o.UnauthBurst, DefaultUnauthBurst)
+	o.MaxPeers = cmp.Or(o.MaxPeers, DefaultMaxPeers)
+	if o.UnauthOff {
+		o.UnauthRatePerSecond = 0 // from here on, 0 is off
+	} else {
+		o.UnauthRatePerSecond = cmp.Or(o.UnauthRatePerSecond, DefaultUnauthRate)
+	}
 	s := &Server{o: o, slots: make(chan struct{}, o.MaxConcurrent), limiters: map[string]*rate.Limiter{},
 		peers:    newPeers(o.MaxPeers, o.UnauthRatePerSecond, o.UnauthBurst),
 		logLimit: rate.NewLimiter(refusalLogRate, refusalLogBurst), now: time.Now}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s, nil
-}
-
-func cmpOr[T comparable](v, d T) T {
-	var zero T
-	if v == zero {
-		return d
-	}
-	return v
 }
 
 // Handler is the server's whole handler (for tests and embedding).
@@ -223,8 +224,12 @@ const (
 func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler {
 	isSurface := k != kindPlain
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, _ := peerKey(r.RemoteAddr)
-		if len(s.o.Tokens) > 0 {
+		// The per-address limit on failures: only with tokens (without,
+		// nobody fails) and unless off.
+		limitFailures := len(s.o.Tokens) > 0 && s.o.UnauthRatePerSecond > 0
+		var key string
+		if limitFailures {
+			key, _ = callerOf(r).peer()
 			// Before the token is looked at: an address over its failures
 			// learns nothing more, a right guess included.
 			if wait, over := s.peers.over(key, s.now()); over {
@@ -237,7 +242,9 @@ func (s *Server) authed(surface string, k kind, next http.Handler) http.Handler 
 		}
 		p, ok := s.principal(r)
 		if !ok {
-			s.peers.fail(key, s.now())
+			if limitFailures {
+				s.peers.fail(key, s.now())
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pg-cdc"`)
 			problem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized", "send a configured token as Authorization: Bearer <token>")
 			return

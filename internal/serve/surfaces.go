@@ -39,27 +39,24 @@ type SurfaceOptions struct {
 	MaxBodyBytes                 int64
 	Version                      string
 	Log                          *slog.Logger
-	// HashSQL records queries' SQL in the audit as its SHA-256 and length
-	// only (serve.audit_sql: hash), on every surface.
-	HashSQL bool
 }
 
 // Surfaces fills o's REST, Events and MCP handlers with the read surfaces
-// over r, sharing one change feed, and o.HashSQL.
+// over r, sharing one change feed; the MCP server's audit records follow
+// o.HashSQL, as the server's own do.
 func (o *Options) Surfaces(r ReadPath, s SurfaceOptions) {
 	feed := changefeed.New(r, r.History())
-	o.HashSQL = s.HashSQL
 	o.REST = api.New(api.Options{Reader: r, Feed: feed, Log: s.Log, MaxRows: s.MaxRows, Version: s.Version, StaleAfter: s.StaleAfter})
 	o.Events = events.New(events.Options{Reader: r, Feed: feed, StaleAfter: s.StaleAfter, Log: s.Log})
-	mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: s.Log, Version: s.Version, Audit: auditTo(s.Log, s.HashSQL)})
+	mcp := mcpserver.New(mcpserver.Options{Reader: r, Changes: feed, Log: s.Log, Version: s.Version, Audit: auditTo(s.Log, o.HashSQL)})
 	o.MCP = mcp.Handler(mcpserver.HTTPOptions{AllowedHosts: s.AllowedHosts, AllowedOrigins: s.AllowedOrigins, MaxBodyBytes: s.MaxBodyBytes})
 }
 
 // StdioMCP is the MCP server of pg-cdc mcp: the same tools as /mcp, over
-// r, for an agent that talks on stdin and stdout; hashSQL as
-// SurfaceOptions.HashSQL.
-func StdioMCP(r ReadPath, version string, log *slog.Logger, hashSQL bool) *mcpserver.Server {
-	return mcpserver.New(mcpserver.Options{Reader: r, Changes: changefeed.New(r, r.History()), Log: log, Version: version, Audit: auditTo(log, hashSQL)})
+// r, for an agent that talks on stdin and stdout, its audit records
+// written to log with SQL as o.HashSQL says (the rest of o is unused).
+func (o Options) StdioMCP(r ReadPath, version string, log *slog.Logger) *mcpserver.Server {
+	return mcpserver.New(mcpserver.Options{Reader: r, Changes: changefeed.New(r, r.History()), Log: log, Version: version, Audit: auditTo(log, o.HashSQL)})
 }
 
 // auditTo writes the MCP server's audit records to log, SQL as hashSQL
