@@ -8,6 +8,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/audit"
 	"github.com/pg-cdc/pg-cdc/internal/capture"
+	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/daemon"
 )
@@ -54,7 +55,8 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 			ChunkRows: cfg.Backfill.ChunkRows, DiscoverInterval: cfg.Backfill.DiscoverInterval,
 		},
 		Retry: daemon.RetryPolicy{InitialBackoff: cfg.Retry.InitialBackoff, MaxBackoff: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
-		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval, MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
+		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval, Policy: compactionPolicy(cfg),
+			MemoryBytes:     cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
 			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)},
 		PromotionMode: cfg.Promotion.Mode, ReconcileInterval: cfg.Schema.ReconcileInterval, HeartbeatInterval: cfg.Replication.HeartbeatInterval,
@@ -62,5 +64,22 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 		Listen:         cfg.Metrics.Listen, LivenessTimeout: cfg.Metrics.LivenessTimeout, ReadinessMaxLag: cfg.Metrics.ReadinessMaxLag,
 		RunID: app.runID, User: audit.CurrentUser(), Version: version, Args: args, Settings: cfg.RunSettings(app.scrub.Scrub),
 		Scrub: app.scrub.Scrub, ExitCode: exitCode, Audit: app.audit.Event, Log: c.Log,
+	}
+}
+
+// compactionPolicy is the compaction section's thresholds, with a clock
+// that keeps a published state table within catalog.iceberg.state_max_age.
+func compactionPolicy(cfg config.Config) compact.Policy {
+	c := cfg.Compaction
+	every := c.MajorInterval
+	if s := cfg.Catalog.Iceberg.StateMaxAge; cfg.Catalog.Type != config.CatalogNone && s > 0 && (every == 0 || s < every) {
+		every = s
+	}
+	return compact.Policy{
+		Tiers:           compact.Tiers{Fanout: int(c.MinorFanout), MaxBytes: c.MinorMaxBytes},
+		MajorDeltaRatio: float64(c.MajorDeltaPercent) / 100,
+		MajorMinBytes:   c.MajorMinBytes,
+		MaxDeltaFiles:   int(c.MaxDeltaFiles),
+		MajorInterval:   every,
 	}
 }

@@ -132,6 +132,11 @@ func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Mani
 	}
 }
 
+// DeltaFilesBound is the most delta files a table holds while compaction
+// keeps up (compaction.max_delta_files' default, 48, plus a pass's worth
+// of flushes); past it status and start warn.
+const DeltaFilesBound = 64
+
 func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339))
 	if n := len(m.History); n > 0 {
@@ -150,8 +155,9 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	if len(keys) > 0 {
-		fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tCOMPACTED")
+		fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tBASE ROWS\tTOMBSTONES\tCHANGE ROWS\tDELTAS\tBYTES\tLAST CHANGE EPOCH\tAWAITING\tMERGED\tCOMPACTED")
 	}
+	var piled []string
 	for _, k := range keys {
 		t := m.Tables[k]
 		var baseRows, tombstones, changeRows, bytes int64
@@ -166,16 +172,33 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 				compacted = fmt.Sprintf("epoch %d, %s ago", t.Base.Epoch, now.Sub(*t.Base.CompactedAt).Round(time.Second))
 			}
 		}
+		var awaiting, files int64
+		var merged time.Time
 		for _, d := range t.Deltas {
 			changeRows += d.Rows
 			lastEpoch = max(lastEpoch, d.Epoch)
-			for _, f := range d.Files {
-				bytes += f.Bytes
+			awaiting += d.Bytes()
+			files += int64(len(d.Files))
+			if d.MergedAt != nil && d.MergedAt.After(merged) {
+				merged = *d.MergedAt
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", k, SnapshotColumn(t.Snapshot), baseRows, tombstones, changeRows, len(t.Deltas), HumanBytes(bytes), lastEpoch, compacted)
+		bytes += awaiting
+		if files > DeltaFilesBound {
+			piled = append(piled, fmt.Sprintf("%s (%d)", k, files))
+		}
+		lastMerge := "-"
+		if !merged.IsZero() {
+			lastMerge = now.Sub(merged).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", k, SnapshotColumn(t.Snapshot), baseRows, tombstones, changeRows, len(t.Deltas),
+			HumanBytes(bytes), lastEpoch, HumanBytes(awaiting), lastMerge, compacted)
 	}
 	tw.Flush()
+	if len(piled) > 0 {
+		fmt.Fprintf(out, "WARNING:   more than %d delta files in %s: every read merges them all; compaction is off (compaction.interval 0s) or failing, see the log or run 'pg-cdc compact'\n",
+			DeltaFilesBound, strings.Join(piled, ", "))
+	}
 	if unfinished := Unfinished(m); len(unfinished) > 0 {
 		fmt.Fprintf(out, "snapshot:  %d of %d tables are not complete (%s): until they are, their merged state is partial; 'pg-cdc start' completes them as backfills, and dump and verify refuse them\n",
 			len(unfinished), len(m.Tables), strings.Join(unfinished, ", "))

@@ -15,10 +15,13 @@ import (
 
 // TestPrintManifestCompaction checks what status shows about compaction: a
 // base's tombstones and age, the retired files waiting for collection, and
-// unrecovered TOAST values counted in a base as well as in deltas.
+// unrecovered TOAST values counted in a base as well as in deltas, the
+// bytes awaiting a major compaction and the newest minor merge, and a
+// warning when a table's delta files pass the bound.
 func TestPrintManifestCompaction(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	compacted := now.Add(-90 * time.Second)
+	merged := now.Add(-20 * time.Second)
 	m := &manifest.Manifest{
 		Epoch: 42,
 		Tables: map[string]*manifest.Table{
@@ -30,7 +33,8 @@ func TestPrintManifestCompaction(t *testing.T) {
 					Files:            []manifest.File{{Path: "x", Bytes: 2048}},
 					UnrecoveredTOAST: map[string]int64{"note": 2},
 				},
-				Deltas: []manifest.Delta{{Epoch: 41, Rows: 5, UnrecoveredTOAST: map[string]int64{"note": 1}}},
+				Deltas: []manifest.Delta{{Epoch: 41, Rows: 5, UnrecoveredTOAST: map[string]int64{"note": 1}},
+					{Epoch: 49, FromEpoch: 42, Level: 1, Rows: 8, MergedAt: &merged, Files: []manifest.File{{Path: "m", Bytes: 3072}}}},
 			},
 			"public.items": {
 				Schema: "public", Name: "items",
@@ -52,6 +56,9 @@ func TestPrintManifestCompaction(t *testing.T) {
 		"epoch 40, 1m30s ago",
 		`unchanged: public.orders column "note": 3 rows`,
 		"garbage:   2 retired files, oldest retired 30m0s ago",
+		"AWAITING",
+		"3.0 KiB", // the bytes of orders' deltas
+		"20s ago", // orders' newest merge
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status lacks %q:\n%s", want, got)
@@ -64,6 +71,18 @@ func TestPrintManifestCompaction(t *testing.T) {
 		if strings.HasPrefix(l, "public.items ") && !strings.HasSuffix(strings.TrimSpace(l), "-") {
 			t.Errorf("a snapshot base is shown as compacted: %q", l)
 		}
+	}
+	if strings.Contains(got, "WARNING") {
+		t.Errorf("a warning with 2 delta files:\n%s", got)
+	}
+	items := m.Tables["public.items"]
+	for i := range DeltaFilesBound + 1 {
+		items.Deltas = append(items.Deltas, manifest.Delta{Epoch: uint64(i + 1), Files: []manifest.File{{Path: "d"}}})
+	}
+	out.Reset()
+	printManifest(&out, m, now)
+	if want := "more than 64 delta files in public.items (65)"; !strings.Contains(out.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, out.String())
 	}
 }
 

@@ -169,7 +169,9 @@ func retiredChangeFile(mt *manifest.Table, path string) bool {
 // retired inside retention that pub lacks (a publisher that fell behind
 // across a compaction still publishes the deltas it folded); the files pub
 // has that m retired longer ago than retention (or that m no longer lists
-// at all); and m's schema when pub's is another. It is a pure function of
+// at all: a minor compaction's inputs, whose merged file is added in the
+// same commit, so the changelog's rows stay the same); and m's schema when
+// pub's is another. It is a pure function of
 // its inputs, so a commit whose answer was lost plans to nothing the next
 // time: its files are published.
 func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, now time.Time, retention time.Duration) (Commit, error) {

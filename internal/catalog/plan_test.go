@@ -97,6 +97,27 @@ func TestPlanChangelog(t *testing.T) {
 			},
 			pub: Published{ManifestVersion: 4, SchemaID: 1, Files: set(key("delta", 1))},
 			add: key("delta", 3) + "," + key("base", 0) + "," + key("delta", 2)},
+		{name: "a minor compaction: the merged file replaces the published files it merged, in one commit",
+			mt: func() *manifest.Table {
+				mt := table(false, []string{key("base", 0)})
+				mt.Generation = "g0001"
+				mt.Deltas = []manifest.Delta{{Epoch: 3, FromEpoch: 1, Level: 1, Files: []manifest.File{{Path: "m1-3", Rows: 3}}}}
+				return mt
+			}(),
+			// The merged files are not in garbage (the merged delta retires them).
+			pub: Published{ManifestVersion: 4, SchemaID: 1, Files: set(key("base", 0), key("delta", 1), key("delta", 2))},
+			add: "m1-3", rm: key("delta", 1) + "," + key("delta", 2)},
+		{name: "a merged file a major compaction folded before it was published stands for the files it merged",
+			mt: func() *manifest.Table {
+				mt := table(true, []string{key("base", 4)})
+				mt.Generation = "g0001"
+				return mt
+			}(),
+			garbage: []manifest.RetiredFile{
+				{Path: "public/t/g0001/delta/00000002/from-00000001-part-00000.parquet", RetiredAt: now.Add(-time.Minute)},
+			},
+			pub: Published{ManifestVersion: 4, SchemaID: 1, Files: set(key("delta", 1))},
+			add: "public/t/g0001/delta/00000002/from-00000001-part-00000.parquet", rm: key("delta", 1)},
 		{name: "a file the manifest no longer lists at all leaves",
 			mt: table(false, nil, "d7"), pub: Published{ManifestVersion: 6, SchemaID: 1, Files: set("gone", "d7")}, rm: "gone"},
 		{name: "a new schema version",

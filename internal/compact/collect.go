@@ -161,8 +161,24 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 	}
 
 	current := currentGenerations(m)
+	spans := mergedSpans(m)
 	for _, obj := range objects {
 		if strings.HasPrefix(obj.Key, "_pgcdc/") || !strings.HasSuffix(obj.Key, ".parquet") || live[obj.Key] || listed[obj.Key] {
+			continue
+		}
+		if at, ok := spans.retired(obj.Key); ok {
+			// A delta file a minor compaction merged: retired when the
+			// delta that holds its rows was written, and kept like any
+			// retired file.
+			if at.After(retiredCutoff) || keep[obj.Key] || obj.Modified.IsZero() || obj.Modified.After(cutoff) {
+				res.Waiting++
+				continue
+			}
+			failpoint.Inject("gc/delete")
+			if err := store.Delete(ctx, obj.Key); err != nil {
+				return res, fmt.Errorf("collect garbage: %w", err)
+			}
+			res.Retired++
 			continue
 		}
 		if liveAfter[obj.Key] || inFlight(obj.Key, after.Epoch) {
@@ -334,4 +350,84 @@ func inFlight(key string, epoch uint64) bool {
 	}
 	e, err := strconv.ParseUint(parts[len(parts)-2], 10, 64)
 	return err == nil && e == epoch+1
+}
+
+// span is the epochs a merged delta holds and when it was written or
+// retired.
+type span struct {
+	from, to uint64
+	at       time.Time
+}
+
+// spans are the merged deltas of every table, by the key prefix of their
+// generation's deltas ("<schema>/<table>/<gen>/delta/").
+type spans map[string][]span
+
+// mergedSpans lists the merged deltas m names: those its tables hold
+// (retired their inputs at merged_at) and those it lists as retired (a
+// major compaction folded them; their inputs were retired no later).
+func mergedSpans(m *manifest.Manifest) spans {
+	out := spans{}
+	for _, t := range m.Tables {
+		for _, d := range t.Deltas {
+			if d.FromEpoch == 0 || d.MergedAt == nil || len(d.Files) == 0 {
+				continue
+			}
+			if prefix, _, ok := deltaKey(d.Files[0].Path); ok {
+				out[prefix] = append(out[prefix], span{d.FromEpoch, d.Epoch, *d.MergedAt})
+			}
+		}
+	}
+	for _, g := range m.Garbage {
+		prefix, rest, ok := deltaKey(g.Path)
+		if !ok {
+			continue
+		}
+		epoch, name, _ := strings.Cut(rest, "/")
+		var from uint64
+		if _, err := fmt.Sscanf(name, "from-%d-", &from); err != nil {
+			continue // a flush's delta, not a merged one
+		}
+		to, err := strconv.ParseUint(epoch, 10, 64)
+		if err == nil {
+			out[prefix] = append(out[prefix], span{from, to, g.RetiredAt})
+		}
+	}
+	return out
+}
+
+// retired says when the delta file at key was retired by a merge: the
+// newest time among the merged deltas whose epochs hold its epoch (the
+// latest is the safe one; a file merged twice was retired by the first).
+func (s spans) retired(key string) (time.Time, bool) {
+	prefix, rest, ok := deltaKey(key)
+	if !ok || len(s[prefix]) == 0 {
+		return time.Time{}, false
+	}
+	dir, _, _ := strings.Cut(rest, "/")
+	epoch, err := strconv.ParseUint(dir, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var at time.Time
+	found := false
+	for _, sp := range s[prefix] {
+		if sp.from <= epoch && epoch <= sp.to {
+			found = true
+			if sp.at.After(at) {
+				at = sp.at
+			}
+		}
+	}
+	return at, found
+}
+
+// deltaKey splits a delta file's key (manifest.FileKey, MergedKey) into
+// "<schema>/<table>/<gen>/delta/" and "<epoch>/<name>".
+func deltaKey(key string) (prefix, rest string, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 6 || parts[3] != string(manifest.KindDelta) {
+		return "", "", false
+	}
+	return strings.Join(parts[:4], "/") + "/", parts[4] + "/" + parts[5], true
 }

@@ -363,6 +363,12 @@ func countUnchanged(row parquet.Row, counts *map[string]int64) {
 	}
 }
 
+// CollectOptions are the garbage collection's options that go with these
+// compaction options, and gc.grace_period.
+func (o Options) CollectOptions(grace time.Duration) CollectOptions {
+	return CollectOptions{Grace: grace, Retention: o.Retention, Pinned: o.Pinned, KeepRetired: o.KeepRetired, Referenced: o.Referenced, Now: o.Now}
+}
+
 // NewCommitter opens the manifest for compaction: a committer whose
 // conflicts with the streamer do not count toward its breaker (the streamer
 // commits every flush; compaction only retries), bounded per commit instead.
@@ -375,10 +381,15 @@ func NewCommitter(ctx context.Context, store blob.Conditional) (*manifest.Commit
 	return mc, nil
 }
 
+// concurrentTries bounds how often Pass compacts a table that another
+// compaction keeps replacing under it.
+const concurrentTries = 3
+
 // Pass compacts the named tables (every table of the manifest when none
-// are named), then collects garbage. A table that fails is logged and
-// reported in the joined error; the others still run, and so does the
-// collection.
+// are named), then collects garbage. A table another compaction replaced
+// meanwhile is compacted again from its new base (concurrentTries in all).
+// A table that fails is logged and reported in the joined error; the
+// others still run, and so does the collection.
 func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []cdc.TableID, opts Options, grace time.Duration) ([]Result, CollectResult, error) {
 	opts.defaults()
 	if err := mc.Refresh(ctx); err != nil {
@@ -401,6 +412,12 @@ func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []
 			break
 		}
 		res, err := Table(ctx, store, mc, id, opts)
+		for try := 1; errors.Is(err, ErrConcurrent) && try < concurrentTries && ctx.Err() == nil; try++ {
+			// Another compaction (start's, by default) replaced the base
+			// first: fold what it left, from its base.
+			opts.Log.Info("the table was compacted concurrently; compacting it again from the new base", "table", id.String())
+			res, err = Table(ctx, store, mc, id, opts)
+		}
 		if err != nil {
 			opts.Log.Error("compaction failed; the table keeps its previous base and deltas", "table", id.String(), "err", err)
 			errs = append(errs, err)
@@ -411,7 +428,7 @@ func Pass(ctx context.Context, store blob.Store, mc *manifest.Committer, only []
 	if ctx.Err() != nil {
 		return results, CollectResult{}, errors.Join(errs...)
 	}
-	gc, err := Collect(ctx, store, mc, CollectOptions{Grace: grace, Retention: opts.Retention, Pinned: opts.Pinned, KeepRetired: opts.KeepRetired, Referenced: opts.Referenced, Now: opts.Now})
+	gc, err := Collect(ctx, store, mc, opts.CollectOptions(grace))
 	if err != nil {
 		errs = append(errs, err)
 	} else if gc.Retired+gc.Orphans+gc.LogDeleted > 0 {

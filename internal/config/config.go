@@ -240,11 +240,32 @@ type StateConfig struct {
 
 // CompactionConfig is the "compaction" section (design.md §7).
 type CompactionConfig struct {
-	// Interval (compaction.interval, PGCDC_COMPACTION_INTERVAL) makes start
-	// compact every table (and collect garbage) this often, beside the
-	// stream; a Go duration such as "15m". Default "0s": off, run
-	// pg-cdc compact from a timer instead.
+	// Interval (compaction.interval, PGCDC_COMPACTION_INTERVAL) is how
+	// often start looks at every table, beside the stream, and compacts
+	// the ones the thresholds below name (design.md §7); a Go duration
+	// such as "15m". Default "10s"; "0s" turns compaction inside start
+	// off (run pg-cdc compact from a timer instead).
 	Interval time.Duration
+	// MinorFanout (compaction.minor_fanout) is how many consecutive deltas
+	// of one level a minor compaction merges into one of the next level.
+	// Default 8.
+	MinorFanout int64
+	// MinorMaxBytes (compaction.minor_max_bytes) leaves deltas larger than
+	// this to major compactions. Default 64 MiB.
+	MinorMaxBytes int64
+	// MajorDeltaPercent (compaction.major_delta_percent) starts a major
+	// compaction (a new base) once a table's deltas reach this share of
+	// its base's bytes, and MajorMinBytes (compaction.major_min_bytes)
+	// bytes. Defaults 50 and 4 MiB.
+	MajorDeltaPercent int64
+	MajorMinBytes     int64
+	// MaxDeltaFiles (compaction.max_delta_files) starts a major compaction
+	// of a table holding more delta files than this. Default 48.
+	MaxDeltaFiles int64
+	// MajorInterval (compaction.major_interval) also starts one for a
+	// table with deltas whose base is older than this. Default "0s": size
+	// and count only.
+	MajorInterval time.Duration
 	// TombstoneTTL (compaction.tombstone_ttl, PGCDC_COMPACTION_TOMBSTONE_TTL)
 	// is how long a delete stays in a base as a tombstone. Default 720h.
 	TombstoneTTL time.Duration
@@ -376,6 +397,12 @@ type IcebergConfig struct {
 	// one Iceberg snapshot of the newest. Default 60s; 0 publishes every
 	// manifest version.
 	CommitInterval time.Duration
+	// StateMaxAge (catalog.iceberg.state_max_age) bounds how stale a
+	// copy-on-write state table may get: the compaction inside start
+	// writes a new base (which the publisher publishes) for a table with
+	// changes whose base is older than this, whatever the size
+	// thresholds. Default 1h; 0 leaves it to the thresholds.
+	StateMaxAge time.Duration
 }
 
 // ServeConfig is the "serve" section: pg-cdc serve and pg-cdc mcp (REST,
@@ -558,6 +585,12 @@ func Default() Config {
 		},
 		State: StateConfig{Path: "./.pgcdc"},
 		Compaction: CompactionConfig{
+			Interval:          10 * time.Second,
+			MinorFanout:       8,
+			MinorMaxBytes:     64 << 20,
+			MajorDeltaPercent: 50,
+			MajorMinBytes:     4 << 20,
+			MaxDeltaFiles:     48,
 			TombstoneTTL:      720 * time.Hour,
 			MemoryBudgetBytes: 64 << 20,
 			TargetFileBytes:   256 << 20,
@@ -567,7 +600,7 @@ func Default() Config {
 		Promotion: PromotionConfig{Mode: PromotionAuto},
 		Query: QueryConfig{MemoryBytes: 1 << 30, Threads: 2, Timeout: time.Minute, MaxRows: 100_000,
 			MaxBytes: 64 << 20, CacheBytes: 10 << 30, Isolation: "landlock"},
-		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10, CommitInterval: time.Minute}},
+		Catalog: CatalogConfig{Iceberg: IcebergConfig{Type: IcebergSQL, Namespace: "pgcdc", Mode: CopyOnWrite, Properties: map[string]string{}, SnapshotMaxAge: 24 * time.Hour, SnapshotMinKeep: 10, CommitInterval: time.Minute, StateMaxAge: time.Hour}},
 		Serve: ServeConfig{Listen: "127.0.0.1:8080", Tokens: map[string]string{}, RateLimit: 20, RateBurst: 40,
 			UnauthRateLimit: 1, UnauthRateBurst: 10, AuditSQL: AuditSQLFull,
 			MaxConcurrent: 4, QueueWait: 5 * time.Second, MaxStreams: 64, VersionGrace: 10 * time.Second, MaxBodyBytes: 1 << 20, StaleAfter: 5 * time.Minute, AllowedOrigins: []string{}, AllowedHosts: []string{}},

@@ -51,6 +51,12 @@ state:
   path: /var/tmp/pgcdc
 compaction:
   interval: 15m
+  minor_fanout: 4
+  minor_max_bytes: 1024
+  major_delta_percent: 25
+  major_min_bytes: 2048
+  max_delta_files: 16
+  major_interval: 6h
   tombstone_ttl: 48h
   memory_budget_bytes: 4096
   target_file_bytes: 8192
@@ -87,18 +93,19 @@ func TestParseFull(t *testing.T) {
 		Retry:       RetryConfig{InitialBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute, MaxAttempts: 4},
 		Flush:       FlushConfig{Interval: 3 * time.Second, MaxRows: 500, MaxBytes: 2048, DrainTimeout: 7 * time.Second, ParallelWorkers: 8, CASBreakerThreshold: 10, CASBreakerWindow: 60 * time.Second},
 		State:       StateConfig{Path: "/var/tmp/pgcdc"},
-		Compaction:  CompactionConfig{Interval: 15 * time.Minute, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
-		GC:          GCConfig{GracePeriod: 2 * time.Hour},
-		History:     HistoryConfig{Retention: 72 * time.Hour},
-		Metrics:     MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
-		Schema:      SchemaConfig{ReconcileInterval: 60 * time.Second},
-		Backfill:    BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
-		Promotion:   PromotionConfig{Mode: PromotionAuto},
-		Query:       Default().Query,
-		Serve:       Default().Serve,
-		Catalog:     Default().Catalog,
-		Log:         LogConfig{Level: "debug", Format: "json"},
-		Types:       map[string]string{"public.orders.id_uuid": "string"},
+		Compaction: CompactionConfig{Interval: 15 * time.Minute, MinorFanout: 4, MinorMaxBytes: 1024, MajorDeltaPercent: 25, MajorMinBytes: 2048,
+			MaxDeltaFiles: 16, MajorInterval: 6 * time.Hour, TombstoneTTL: 48 * time.Hour, MemoryBudgetBytes: 4096, TargetFileBytes: 8192},
+		GC:        GCConfig{GracePeriod: 2 * time.Hour},
+		History:   HistoryConfig{Retention: 72 * time.Hour},
+		Metrics:   MetricsConfig{Listen: "127.0.0.1:9090", LivenessTimeout: 5 * time.Minute, ReadinessMaxLag: 2 * time.Minute},
+		Schema:    SchemaConfig{ReconcileInterval: 60 * time.Second},
+		Backfill:  BackfillConfig{ChunkRows: 50_000, DiscoverInterval: 30 * time.Second},
+		Promotion: PromotionConfig{Mode: PromotionAuto},
+		Query:     Default().Query,
+		Serve:     Default().Serve,
+		Catalog:   Default().Catalog,
+		Log:       LogConfig{Level: "debug", Format: "json"},
+		Types:     map[string]string{"public.orders.id_uuid": "string"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -410,23 +417,24 @@ func TestEveryLeafHasAnOverride(t *testing.T) {
 		Init:        InitConfig{ParallelWorkers: 1},
 		Storage: StorageConfig{Type: "v", Path: "v", Bucket: "v", Prefix: "v", Region: "v", Endpoint: "v",
 			ForcePathStyle: true, CredentialsFile: "v", AcceptSingleWriterRisk: true, RequestTimeout: time.Second},
-		AWS:        AWSConfig{MaxRetries: 1},
-		Retry:      RetryConfig{InitialBackoff: time.Second, MaxBackoff: time.Second, MaxAttempts: 1},
-		Flush:      FlushConfig{Interval: time.Second, MaxRows: 1, MaxBytes: 1, DrainTimeout: time.Second, ParallelWorkers: 1, CASBreakerThreshold: 1, CASBreakerWindow: time.Second},
-		State:      StateConfig{Path: "v"},
-		Compaction: CompactionConfig{Interval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
-		GC:         GCConfig{GracePeriod: time.Second},
-		History:    HistoryConfig{Retention: time.Second},
-		Metrics:    MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
-		Guardrail:  GuardrailConfig{MaxRetainedWALBytes: 1},
-		Schema:     SchemaConfig{ReconcileInterval: time.Second},
-		Backfill:   BackfillConfig{ChunkRows: 1, DiscoverInterval: time.Second},
-		Promotion:  PromotionConfig{Mode: "v"},
-		Query:      QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1, Isolation: "v"},
+		AWS:   AWSConfig{MaxRetries: 1},
+		Retry: RetryConfig{InitialBackoff: time.Second, MaxBackoff: time.Second, MaxAttempts: 1},
+		Flush: FlushConfig{Interval: time.Second, MaxRows: 1, MaxBytes: 1, DrainTimeout: time.Second, ParallelWorkers: 1, CASBreakerThreshold: 1, CASBreakerWindow: time.Second},
+		State: StateConfig{Path: "v"},
+		Compaction: CompactionConfig{Interval: time.Second, MinorFanout: 1, MinorMaxBytes: 1, MajorDeltaPercent: 1, MajorMinBytes: 1, MaxDeltaFiles: 1,
+			MajorInterval: time.Second, TombstoneTTL: time.Second, MemoryBudgetBytes: 1, TargetFileBytes: 1},
+		GC:        GCConfig{GracePeriod: time.Second},
+		History:   HistoryConfig{Retention: time.Second},
+		Metrics:   MetricsConfig{Listen: "v", LivenessTimeout: time.Second, ReadinessMaxLag: time.Second},
+		Guardrail: GuardrailConfig{MaxRetainedWALBytes: 1},
+		Schema:    SchemaConfig{ReconcileInterval: time.Second},
+		Backfill:  BackfillConfig{ChunkRows: 1, DiscoverInterval: time.Second},
+		Promotion: PromotionConfig{Mode: "v"},
+		Query:     QueryConfig{MemoryBytes: 1, Threads: 1, Timeout: time.Second, MaxRows: 1, MaxBytes: 1, CacheBytes: 1, Isolation: "v"},
 		Serve: ServeConfig{Listen: "v", Tokens: map[string]string{"s.t.c": "v"}, TokensFile: "v", RateLimit: 1, RateBurst: 1,
 			UnauthRateLimit: 1, UnauthRateBurst: 1, AuditSQL: "v",
 			MaxConcurrent: 1, QueueWait: time.Second, MaxStreams: 1, VersionGrace: time.Second, MaxBodyBytes: 1, StaleAfter: time.Second, AllowedOrigins: []string{"1"}, AllowedHosts: []string{"1"}},
-		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Properties: map[string]string{"s.t.c": "v"}, Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1, CommitInterval: time.Second}},
+		Catalog: CatalogConfig{Type: "v", Iceberg: IcebergConfig{Type: "v", URI: "v", Properties: map[string]string{"s.t.c": "v"}, Namespace: "v", Mode: "v", SnapshotMaxAge: time.Second, SnapshotMinKeep: 1, CommitInterval: time.Second, StateMaxAge: time.Second}},
 		Log:     LogConfig{Level: "v", Format: "v"},
 		Types:   map[string]string{"s.t.c": "v"},
 	}) {

@@ -331,6 +331,18 @@ func (c Config) validateCompaction(p *problems) {
 	if cc.TombstoneTTL <= 0 {
 		p.got("compaction.tombstone_ttl", cc.TombstoneTTL, "must be > 0")
 	}
+	if cc.MinorFanout < 2 {
+		p.got("compaction.minor_fanout", cc.MinorFanout, "must be ≥ 2 (the deltas one merge takes)")
+	}
+	p.positive("compaction.minor_max_bytes", cc.MinorMaxBytes)
+	p.positive("compaction.major_delta_percent", cc.MajorDeltaPercent)
+	p.positive("compaction.major_min_bytes", cc.MajorMinBytes)
+	if cc.MaxDeltaFiles < cc.MinorFanout {
+		p.got("compaction.max_delta_files", cc.MaxDeltaFiles, "must be ≥ compaction.minor_fanout (%d): minor compaction keeps up to fanout-1 deltas per level", cc.MinorFanout)
+	}
+	if cc.MajorInterval < 0 {
+		p.got("compaction.major_interval", cc.MajorInterval, "must be 0 (size and count only) or positive")
+	}
 	p.positive("compaction.memory_budget_bytes", cc.MemoryBudgetBytes)
 	p.positive("compaction.target_file_bytes", cc.TargetFileBytes)
 }
@@ -447,6 +459,9 @@ func (c Config) validateCatalog(p *problems) {
 	p.positive("catalog.iceberg.snapshot_min_keep", int64(ic.SnapshotMinKeep))
 	if ic.CommitInterval < 0 {
 		p.got("catalog.iceberg.commit_interval", ic.CommitInterval, "must be >= 0 (0 publishes every manifest version)")
+	}
+	if ic.StateMaxAge < 0 {
+		p.got("catalog.iceberg.state_max_age", ic.StateMaxAge, "must be >= 0 (0 leaves the state tables to compaction's size thresholds)")
 	}
 }
 

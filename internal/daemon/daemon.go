@@ -91,8 +91,10 @@ type StreamOptions struct {
 
 // CompactionOptions tune the compaction loop.
 type CompactionOptions struct {
-	// Interval is how often a pass runs beside the stream (0: never).
+	// Interval is how often a pass runs beside the stream (0: never), and
+	// Policy which tables it compacts, and how.
 	Interval                     time.Duration
+	Policy                       compact.Policy
 	MemoryBytes, TargetFileBytes int64
 	TombstoneTTL, GracePeriod    time.Duration
 	// Retention is history.retention: garbage collection keeps every
@@ -313,7 +315,7 @@ func (d *daemon) startWatchers(pollers, background *stage) {
 func (d *daemon) startBackground(background *stage) {
 	o, obs := d.o, d.obs
 	if co := o.Compaction; co.Interval > 0 {
-		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
+		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, policy: co.Policy, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
 				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, KeepRetired: co.KeepRetired,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pg-cdc/pg-cdc/internal/capture"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
-	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/health"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 	"github.com/pg-cdc/pg-cdc/internal/metrics"
@@ -184,17 +184,21 @@ func (o *observer) sessionEnded(err error, wait time.Duration, attempt int) {
 }
 
 // compacted records a compaction pass that ran inside start.
-func (o *observer) compacted(results []compact.Result, gc compact.CollectResult, took time.Duration, err error) {
-	e := runs.Compacted{GCDeleted: gc.Retired + gc.Orphans, DurationMS: took.Milliseconds()}
-	for _, r := range results {
-		if r.Skipped == "" {
-			e.Tables++
-			e.Rows += r.Rows
-			e.FoldedDeltas += r.FoldedDeltas
-		}
+func (o *observer) compacted(p compactionPass) {
+	e := runs.Compacted{Merges: len(p.Minor), DurationMS: p.Took.Milliseconds()}
+	for _, r := range p.Minor {
+		e.MergedDeltas += r.Merged
 	}
-	if err != nil {
-		e.Err = o.scrub(err.Error())
+	for _, r := range p.Major {
+		e.Tables++
+		e.Rows += r.Rows
+		e.FoldedDeltas += r.FoldedDeltas
+	}
+	if p.GC != nil {
+		e.GCDeleted = p.GC.Retired + p.GC.Orphans
+	}
+	if p.Err != nil {
+		e.Err = o.scrub(p.Err.Error())
 	}
 	o.emit(e)
 }
@@ -283,8 +287,9 @@ func (o *observer) finish(runErr error, code int, m *manifest.Manifest) {
 }
 
 // deltaWarnFiles is the delta files of one table past which the run warns
-// that compaction is not keeping up (issue 29: at most 64 at the defaults).
-const deltaWarnFiles = 64
+// (status too): compaction keeps a table below it unless it is off or
+// failing.
+const deltaWarnFiles = capture.DeltaFilesBound
 
 // warnDeltas logs, once each time a table crosses deltaWarnFiles, that its
 // deltas pile up: every read merges them all, and the manifest lists them.
@@ -302,7 +307,7 @@ func (o *observer) warnDeltas(m *manifest.Manifest) {
 		switch {
 		case files > deltaWarnFiles && !o.deltaWarned[key]:
 			o.deltaWarned[key] = true
-			o.log.Warn("a table's delta files pile up: every read merges them and every flush rewrites the manifest that lists them; compact it (compaction.interval, or pg-cdc compact)",
+			o.log.Warn("a table's delta files pile up: every read merges them and every flush rewrites the manifest that lists them; compaction is off (compaction.interval 0s) or failing (see its log lines), or run pg-cdc compact",
 				"table", key, "delta_files", files, "bound", deltaWarnFiles)
 		case files <= deltaWarnFiles:
 			delete(o.deltaWarned, key)

@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +14,11 @@ import (
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
+// compactionYAML compacts every table with deltas every two seconds (the
+// clock trigger; the size and count ones would wait for far more deltas).
 const compactionYAML = `compaction:
   interval: 2s
+  major_interval: 1s
 gc:
   grace_period: 1s
 history:
@@ -235,4 +240,125 @@ func assertDumpEqualsCopy(t *testing.T, e *env, table, query string) {
 	if strings.Count(got, "\n") < 10 {
 		t.Fatalf("dump of %s has too few rows to prove anything:\n%s", table, got)
 	}
+}
+
+// TestCompactionAtDefaults runs start with compaction as it is by default
+// (minor merges at fanout 8, majors by share and count), with the interval
+// shortened to 2 s and the major floor to 256 KiB so both kinds happen
+// within the test, while the workload updates and deletes the keys being
+// merged and folded: merged deltas appear (level ≥ 1, their files retired
+// naming the merged file), majors write bases, no table ever holds more
+// delta files than max_delta_files plus a pass's flushes, the metrics count
+// both kinds, the slot is never confirmed past the manifest, and the sink
+// equals the source, read by DuckDB.
+func TestCompactionAtDefaults(t *testing.T) {
+	e := newEnv(t, envOptions{extraYAML: "compaction:\n  interval: 2s\n  major_min_bytes: 262144\n"})
+	seed(t, e, 50, 100)
+	e.mustRun("init")
+	s := e.startSampler()
+	d := e.start()
+	w := runWorkloadFor(e.url, 3, 40*time.Second)
+	var maxFiles, maxLevel int
+	seen := map[string]bool{} // every file a sampled version named
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		m := e.manifest()
+		for _, f := range manifestFiles(m) {
+			seen[f] = true
+		}
+		for _, mt := range m.Tables {
+			files := 0
+			for _, dl := range mt.Deltas {
+				files += len(dl.Files)
+				maxLevel = max(maxLevel, dl.Level)
+			}
+			maxFiles = max(maxFiles, files)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	w.wait(t)
+	touchAll(e)
+	e.waitCaughtUp(60 * time.Second)
+	fams := scrape(t, "http://"+metricsAddr(t, d))
+	minor := counter(fams, "pgcdc_compactions_total", map[string]string{"kind": "minor"})
+	major := counter(fams, "pgcdc_compactions_total", map[string]string{"kind": "major"})
+	d.stop()
+	s.check()
+
+	out := d.out.String()
+	if !strings.Contains(out, `msg="merged deltas"`) || !strings.Contains(out, `msg="compacted table"`) {
+		t.Errorf("want both minor merges and major compactions in the log:\n%s", lines(withoutDebug(out), 40))
+	}
+	if strings.Contains(out, "compaction failed") || strings.Contains(out, "compaction pass failed") {
+		t.Errorf("a compaction failed:\n%s", lines(withoutDebug(out), 40))
+	}
+	if minor == 0 || major == 0 {
+		t.Errorf("pgcdc_compactions_total: minor %v, major %v; want both > 0", minor, major)
+	}
+	if maxLevel < 1 {
+		t.Errorf("no merged delta was ever seen in the manifest")
+	}
+	// 48 files start a major; a pass's 2 s add two flushes at most.
+	if maxFiles > 48+4 {
+		t.Errorf("a table held %d delta files; compaction should keep it at max_delta_files", maxFiles)
+	}
+	// The merged deltas' inputs are listed nowhere, yet nothing is
+	// collected inside history.retention (7 days by default): every
+	// version stays readable.
+	m := e.manifest()
+	if gone := missingFiles(t, e, seen); len(gone) > 0 {
+		t.Errorf("%d files a manifest version named were deleted inside the retention: %v", len(gone), gone)
+	}
+	t.Logf("max delta files per table %d, max level %d, %v minor and %v major compactions, %d files named by some version, %d garbage entries", maxFiles, maxLevel, minor, major, len(seen), len(m.Garbage))
+	assertSinkEqualsSource(t, e, "public.customers", "public.orders", "public.items")
+	assertDumpEqualsCopy(t, e, "public.orders", "SELECT * FROM orders ORDER BY id")
+}
+
+// missingFiles lists the files of seen no longer in the sink.
+func missingFiles(t *testing.T, e *env, seen map[string]bool) []string {
+	t.Helper()
+	var gone []string
+	for f := range seen {
+		if _, err := os.Stat(filepath.Join(e.sink, f)); errors.Is(err, os.ErrNotExist) {
+			gone = append(gone, f)
+		}
+	}
+	slices.Sort(gone)
+	return gone
+}
+
+// TestKillDuringCompactionInsideStart kills start while its compaction
+// runs: once between a minor merge's upload and its commit, once between
+// a major compaction's new base and its commit, then with kill -9 at
+// arbitrary moments, while the workload updates and deletes the keys being
+// merged; each restart goes on from the manifest. The slot is never
+// confirmed past the manifest, every file a manifest names exists, and
+// the sink equals the source, read by DuckDB.
+func TestKillDuringCompactionInsideStart(t *testing.T) {
+	e := newEnv(t, envOptions{extraYAML: "compaction:\n  interval: 1s\n  minor_fanout: 2\n  major_min_bytes: 131072\n"})
+	seed(t, e, 50, 100)
+	e.mustRun("init")
+	s := e.startSampler()
+	w := runWorkloadFor(e.url, 3, 40*time.Second)
+	for _, fp := range []string{"compact/minor-after-upload=kill@2", "compact/after-base=kill@1"} {
+		d := e.start("PGCDC_FAILPOINTS=" + fp)
+		if code := d.wait(90 * time.Second); code != 137 {
+			t.Fatalf("%s: want the failpoint to kill start (exit 137), got %d:\n%s", fp, code, lines(d.out.String(), 30))
+		}
+		assertManifestFilesExist(t, e)
+	}
+	for range 3 {
+		d := e.start()
+		time.Sleep(3 * time.Second)
+		d.kill()
+		assertManifestFilesExist(t, e)
+	}
+	d := e.start()
+	w.wait(t)
+	touchAll(e)
+	e.waitCaughtUp(90 * time.Second)
+	d.stop()
+	s.check()
+	assertSinkEqualsSource(t, e, "public.customers", "public.orders", "public.items")
+	assertDumpEqualsCopy(t, e, "public.orders", "SELECT * FROM orders ORDER BY id")
 }

@@ -255,26 +255,12 @@ func readBack(ctx context.Context, store blob.Store, f manifest.File, rt *render
 }
 
 func download(ctx context.Context, store blob.Store, key, dir string) (string, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return "", fmt.Errorf("read back %s: %w", key, err)
-	}
-	defer rc.Close()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp(dir, "validate-*.parquet")
+	local, err := blob.Download(ctx, store, key, dir, "validate-*.parquet")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("read back: %w", err)
 	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", fmt.Errorf("read back %s: %w", key, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("read back %s: %w", key, err)
-	}
-	return f.Name(), nil
+	return local, nil
 }

@@ -24,6 +24,16 @@ func FileKey(t cdc.TableID, gen string, kind Kind, epoch uint64, part int) strin
 		EscapeKeyElement(t.Schema), EscapeKeyElement(t.Name), EscapeKeyElement(gen), kind, epoch, part)
 }
 
+// MergedKey is the key of a file a minor compaction wrote from the deltas
+// of epochs from to to: <schema>/<table>/<gen>/delta/<to>/from-<from>-part-<n>
+// .parquet. It sits with epoch to's deltas (so it is never taken for an
+// upload in flight) under a name no flush writes, and it depends only on
+// the inputs, so a rerun after a kill writes the same key.
+func MergedKey(t cdc.TableID, gen string, from, to uint64, part int) string {
+	return fmt.Sprintf("%s/%s/%s/%s/%08d/from-%08d-part-%05d.parquet",
+		EscapeKeyElement(t.Schema), EscapeKeyElement(t.Name), EscapeKeyElement(gen), KindDelta, to, from, part)
+}
+
 // EscapeKeyElement turns a name (a PostgreSQL schema or table name: any
 // bytes but NUL, up to 63 of them) into one element of a sink key. Bytes
 // a-z, 0-9, '_' and '-' stand for themselves; every other byte, including

@@ -263,14 +263,26 @@ type Position struct {
 	Seq int64   `json:"seq"`
 }
 
-// Delta is the change rows one epoch wrote for the table.
+// Delta is the change rows one epoch wrote for the table, or, once a minor
+// compaction merged consecutive deltas, those of epochs FromEpoch to Epoch.
 type Delta struct {
-	Epoch         uint64  `json:"epoch"`
-	MinLSN        cdc.LSN `json:"min_lsn"`
-	MaxLSN        cdc.LSN `json:"max_lsn"`
-	Rows          int64   `json:"rows"`
-	SchemaVersion int     `json:"schema_version"`
-	Files         []File  `json:"files"`
+	Epoch uint64 `json:"epoch"`
+	// FromEpoch is the first epoch a merged delta holds (absent: Epoch
+	// alone). A merged delta holds exactly the change rows of the deltas
+	// it replaced, in their order.
+	FromEpoch uint64 `json:"from_epoch,omitempty"`
+	// Level counts the minor compactions the rows went through: 0 for a
+	// flush's delta, one more than its inputs' for a merged one.
+	Level int `json:"level,omitempty"`
+	// MergedAt is when a minor compaction wrote a merged delta; absent
+	// for a flush's. It is also when the files of the deltas it replaced
+	// were retired: those are not listed in Garbage (design.md §7.5).
+	MergedAt      *time.Time `json:"merged_at,omitempty"`
+	MinLSN        cdc.LSN    `json:"min_lsn"`
+	MaxLSN        cdc.LSN    `json:"max_lsn"`
+	Rows          int64      `json:"rows"`
+	SchemaVersion int        `json:"schema_version"`
+	Files         []File     `json:"files"`
 	// Adjusted counts, per column, the values of these files that a
 	// documented type rule changed (docs/types.md); absent when none.
 	Adjusted map[string]int64 `json:"adjusted,omitempty"`
@@ -279,6 +291,23 @@ type Delta struct {
 	// holds it: a key-changing UPDATE left a TOASTed value unchanged and the
 	// row was gone from the source before it could be read back.
 	UnrecoveredTOAST map[string]int64 `json:"unrecovered_toast,omitempty"`
+}
+
+// First is the first epoch the delta holds.
+func (d Delta) First() uint64 {
+	if d.FromEpoch != 0 {
+		return d.FromEpoch
+	}
+	return d.Epoch
+}
+
+// Bytes is the size of the delta's files.
+func (d Delta) Bytes() int64 {
+	var n int64
+	for _, f := range d.Files {
+		n += f.Bytes
+	}
+	return n
 }
 
 // File is one Parquet file, by key relative to the sink root.

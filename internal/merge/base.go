@@ -64,7 +64,7 @@ func openBase(ctx context.Context, store blob.Store, r *Reader, keys []string, d
 	b := &baseStream{r: r, keys: keys, batch: make([]parquet.Row, 256)}
 	var maxLSN, maxOpTS int64
 	for _, key := range keys {
-		local, err := download(ctx, store, key, dir)
+		local, err := blob.Download(ctx, store, key, dir, "in-*.parquet")
 		if err != nil {
 			b.close()
 			return nil, fmt.Errorf("merge %s: %w", r.table.ID, err)

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -227,6 +226,10 @@ func inputs(mt *manifest.Table, upTo *uint64) (base, deltas []string, err error)
 	}
 	for _, d := range mt.Deltas {
 		if upTo != nil && d.Epoch > *upTo {
+			if d.First() <= *upTo {
+				return nil, nil, fmt.Errorf("table %s: epoch %d was merged with epochs %d to %d by a minor compaction; ask for the state as of an LSN or a time instead (--as-of), or for epoch %d",
+					mt.ID(), *upTo, d.First(), d.Epoch, d.Epoch)
+			}
 			continue
 		}
 		for _, f := range d.Files {
@@ -239,7 +242,7 @@ func inputs(mt *manifest.Table, upTo *uint64) (base, deltas []string, err error)
 // load downloads one file to the scratch directory and adds its versions to
 // the sort.
 func (r *Reader) load(ctx context.Context, store blob.Store, key string, opts Options) error {
-	local, err := download(ctx, store, key, opts.ScratchDir)
+	local, err := blob.Download(ctx, store, key, opts.ScratchDir, "in-*.parquet")
 	if err != nil {
 		return fmt.Errorf("merge %s: %w", r.table.ID, err)
 	}
@@ -355,29 +358,6 @@ func (r *Reader) openLocal(local, key string) (*os.File, *parquet.Reader, error)
 	// Written under another schema version: parquet-go maps columns by
 	// name, and those the file lacks read as NULL.
 	return f, parquet.NewReader(pf, r.schema.Parquet()), nil
-}
-
-// download copies key to a new file in dir and returns its path.
-func download(ctx context.Context, store blob.Store, key, dir string) (string, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", key, err)
-	}
-	defer rc.Close()
-	f, err := os.CreateTemp(dir, "in-*.parquet")
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", key, err)
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", fmt.Errorf("read %s: %w", key, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("read %s: %w", key, err)
-	}
-	return filepath.Clean(f.Name()), nil
 }
 
 // Schema returns the Parquet layout of the merged rows (the table's current

@@ -71,6 +71,8 @@ type Metrics struct {
 	CompactionInputRows   prometheus.Counter
 	CompactionOutputRows  prometheus.Counter
 	CompactionLastSuccess prometheus.Gauge
+	Compactions           *prometheus.CounterVec
+	TableLastCompaction   *prometheus.GaugeVec
 
 	// The sink's shape, from each committed manifest version (SinkShape):
 	// what compaction has to fold, and what every flush rewrites.
@@ -154,6 +156,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		CompactionInputRows:   f.counter("compaction_input_rows_total", "Row versions (base and deltas) read by compactions."),
 		CompactionOutputRows:  f.counter("compaction_output_rows_total", "Rows written to new bases, tombstones included."),
 		CompactionLastSuccess: f.gauge("compaction_last_success_timestamp_seconds", "Unix time of the last compaction pass that succeeded."),
+		Compactions:           f.counterVec("compactions_total", "Table compactions committed inside start, by kind: minor (deltas merged into one) or major (a new base).", "kind"),
+		TableLastCompaction:   f.gaugeVec("table_last_compaction_timestamp_seconds", "Unix time of the table's newest compaction of each kind (minor, major) that the manifest still shows; absent before the first.", "table", "kind"),
 		TableDeltaFiles:       f.gaugeVec("table_delta_files", "Delta files of the table's current generation not yet folded into a base by compaction.", "table"),
 		TableDeltaBytes:       f.gaugeVec("table_delta_bytes", "Bytes of those delta files: what awaits compaction.", "table"),
 		ManifestBytes:         f.gauge("manifest_bytes", "Size of the newest committed manifest, which every flush rewrites whole."),
@@ -179,6 +183,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.Heartbeats.WithLabelValues(r)
 		m.CompactionRuns.WithLabelValues(r)
+	}
+	for _, k := range []string{"minor", "major"} {
+		m.Compactions.WithLabelValues(k)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -293,11 +300,25 @@ func (m *Metrics) SinkShape(mf *manifest.Manifest, encodedBytes int) {
 		}
 		m.TableDeltaFiles.WithLabelValues(key).Set(float64(files))
 		m.TableDeltaBytes.WithLabelValues(key).Set(float64(bytes))
+		if t.Base != nil && t.Base.CompactedAt != nil {
+			m.TableLastCompaction.WithLabelValues(key, "major").Set(float64(t.Base.CompactedAt.Unix()))
+		}
+		var minor time.Time
+		for _, d := range t.Deltas {
+			if d.MergedAt != nil && d.MergedAt.After(minor) {
+				minor = *d.MergedAt
+			}
+		}
+		if !minor.IsZero() {
+			m.TableLastCompaction.WithLabelValues(key, "minor").Set(float64(minor.Unix()))
+		}
 	}
 	for key := range m.shapeTables {
 		if !seen[key] {
 			m.TableDeltaFiles.DeleteLabelValues(key)
 			m.TableDeltaBytes.DeleteLabelValues(key)
+			m.TableLastCompaction.DeleteLabelValues(key, "major")
+			m.TableLastCompaction.DeleteLabelValues(key, "minor")
 		}
 	}
 	m.shapeTables = seen

@@ -59,6 +59,11 @@ type Flushed struct {
 // Compacted: a compaction pass inside start (compaction.interval) ended.
 // Err is empty when it succeeded.
 type Compacted struct {
+	// Merges counts minor compactions, which merged MergedDeltas deltas;
+	// Tables counts major ones, which folded FoldedDeltas deltas into
+	// bases of Rows rows.
+	Merges       int    `json:"merges,omitempty"`
+	MergedDeltas int    `json:"merged_deltas,omitempty"`
 	Tables       int    `json:"tables"`
 	Rows         int64  `json:"rows"`
 	FoldedDeltas int    `json:"folded_deltas"`

@@ -1,0 +1,178 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
+)
+
+// Defaults of Policy fields left zero.
+const (
+	DefaultMajorDeltaRatio = 0.5
+	DefaultMajorMinBytes   = 4 << 20
+	DefaultMaxDeltaFiles   = 48
+	// maxMergesPerTable bounds one pass's minor work on one table, so a
+	// table with a long backlog of deltas (a daemon upgraded after weeks
+	// without compaction) does not hold the others back.
+	maxMergesPerTable = 64
+)
+
+// Policy says when the compaction inside start compacts a table
+// (design.md §7): minor merges as Tiers says; a major compaction when the
+// table holds more than MaxDeltaFiles delta files, when its deltas reach
+// MajorDeltaRatio of its base's bytes and at least MajorMinBytes, or, with
+// MajorInterval set, when its base is older than that and deltas wait.
+// Size and count bound what a read merges; the ratio makes a major's cost
+// (rewriting the base) proportional to the changes it folds.
+type Policy struct {
+	Tiers
+	MajorDeltaRatio float64
+	MajorMinBytes   int64
+	MaxDeltaFiles   int
+	MajorInterval   time.Duration
+}
+
+func (p *Policy) defaults() {
+	p.Tiers.defaults()
+	if p.MajorDeltaRatio <= 0 {
+		p.MajorDeltaRatio = DefaultMajorDeltaRatio
+	}
+	if p.MajorMinBytes <= 0 {
+		p.MajorMinBytes = DefaultMajorMinBytes
+	}
+	if p.MaxDeltaFiles <= 0 {
+		p.MaxDeltaFiles = DefaultMaxDeltaFiles
+	}
+}
+
+// Awaiting is what a table holds beside its base: the deltas a read merges
+// and a major compaction would fold.
+type Awaiting struct {
+	Files, Deltas int
+	Bytes         int64
+	BaseBytes     int64
+}
+
+// AwaitingOf measures mt.
+func AwaitingOf(mt *manifest.Table) Awaiting {
+	var a Awaiting
+	for _, d := range mt.Deltas {
+		a.Deltas++
+		a.Files += len(d.Files)
+		a.Bytes += d.Bytes()
+	}
+	if mt.Base != nil {
+		for _, f := range mt.Base.Files {
+			a.BaseBytes += f.Bytes
+		}
+	}
+	return a
+}
+
+// MajorDue says why mt needs a major compaction now, or "" when it does
+// not.
+func (p Policy) MajorDue(mt *manifest.Table, now time.Time) string {
+	p.defaults()
+	a := AwaitingOf(mt)
+	switch {
+	case a.Deltas == 0:
+		return ""
+	case a.Files > p.MaxDeltaFiles:
+		return fmt.Sprintf("%d delta files, more than %d", a.Files, p.MaxDeltaFiles)
+	case a.Bytes >= p.MajorMinBytes && float64(a.Bytes) >= p.MajorDeltaRatio*float64(a.BaseBytes):
+		return fmt.Sprintf("%d delta bytes, %.2f of the base's %d", a.Bytes, float64(a.Bytes)/float64(max(a.BaseBytes, 1)), a.BaseBytes)
+	case p.MajorInterval > 0 && baseAge(mt, now) >= p.MajorInterval:
+		return fmt.Sprintf("base older than %s", p.MajorInterval)
+	}
+	return ""
+}
+
+// baseAge is how long ago the table's base was written: by a compaction,
+// or by the snapshot that completed it. A base of unknown age (a manifest
+// written before those times were recorded) counts as older than any
+// interval.
+func baseAge(mt *manifest.Table, now time.Time) time.Duration {
+	switch {
+	case mt.Base != nil && mt.Base.CompactedAt != nil:
+		return now.Sub(*mt.Base.CompactedAt)
+	case mt.Snapshot.CompletedAt != nil:
+		return now.Sub(*mt.Snapshot.CompletedAt)
+	}
+	return time.Duration(1<<63 - 1)
+}
+
+// AutoResult is one pass of Auto.
+type AutoResult struct {
+	Minor []MinorResult
+	Major []Result
+}
+
+// Auto runs one pass of the compaction inside start over every table of the
+// manifest: minor merges while they are due (at most maxMergesPerTable per
+// table), then a major compaction of the tables the policy names. Nothing is
+// collected here (Collect, on its own cadence). A table that fails is
+// logged and reported in the joined error; the others still run.
+func Auto(ctx context.Context, store blob.Store, mc *manifest.Committer, p Policy, opts Options) (AutoResult, error) {
+	p.defaults()
+	opts.defaults()
+	var (
+		res  AutoResult
+		errs []error
+	)
+	if err := mc.Refresh(ctx); err != nil {
+		return res, fmt.Errorf("compact: %w", err)
+	}
+	var ids []cdc.TableID
+	for _, t := range mc.Current().Tables {
+		ids = append(ids, t.ID())
+	}
+	slices.SortFunc(ids, cmpID)
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return res, errors.Join(append(errs, ctx.Err())...)
+		}
+		for range maxMergesPerTable {
+			r, done, err := Minor(ctx, store, mc, id, p.Tiers, opts)
+			if errors.Is(err, ErrConcurrent) {
+				break // the next pass plans again from what won
+			}
+			if err != nil {
+				opts.Log.Error("minor compaction failed; the table keeps its deltas", "table", id.String(), "err", err)
+				errs = append(errs, err)
+				break
+			}
+			if !done {
+				break
+			}
+			res.Minor = append(res.Minor, r)
+		}
+		mt := mc.Current().Tables[id.String()]
+		if mt == nil || !mt.Snapshot.Complete() || mt.Resnapshot != nil {
+			continue
+		}
+		why := p.MajorDue(mt, opts.Now())
+		if why == "" {
+			continue
+		}
+		opts.Log.Debug("major compaction due", "table", id.String(), "why", why)
+		r, err := Table(ctx, store, mc, id, opts)
+		if errors.Is(err, ErrConcurrent) {
+			continue
+		}
+		if err != nil {
+			opts.Log.Error("compaction failed; the table keeps its previous base and deltas", "table", id.String(), "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		if r.Skipped == "" {
+			res.Major = append(res.Major, r)
+		}
+	}
+	return res, errors.Join(errs...)
+}
