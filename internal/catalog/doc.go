@@ -26,7 +26,10 @@
 //  3. Commit the schema and the files as one Iceberg commit whose summary
 //     records v (pgcdc.manifest-version), its end LSN and commit time.
 //  4. Expire snapshots older than snapshot_max_age (keeping the newest
-//     snapshot_min_keep), never deleting a file: the files are pg-cdc's.
+//     snapshot_min_keep), then delete the manifest lists and manifests
+//     only the expired snapshots named; never a data file: those are
+//     pg-cdc's. A failed expiry or deletion does not fail the
+//     publication; the next expiry retries it.
 //
 // A failure at any step leaves the table as step 1 will find it; the next
 // attempt plans again from there.

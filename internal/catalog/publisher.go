@@ -31,8 +31,11 @@ type Catalog interface {
 	// rows hidden, in one atomic commit.
 	ReplaceState(ctx context.Context, c StateCommit) error
 	// Expire removes the snapshots older than maxAge, keeping at least
-	// the keep newest, without deleting any file.
-	Expire(ctx context.Context, id Ident, maxAge time.Duration, keep int) error
+	// the keep newest, and deletes the Iceberg metadata files (manifest
+	// lists, manifests) only the removed snapshots named, never a data
+	// file: it returns how many it deleted. An error may come after the
+	// expiry committed; the next expiry deletes what this one left.
+	Expire(ctx context.Context, id Ident, maxAge time.Duration, keep int) (deleted int, err error)
 	// MetadataLocation is the table's current metadata file, for readers
 	// that take a path.
 	MetadataLocation(ctx context.Context, id Ident) (string, error)
@@ -308,10 +311,9 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 		ts.Committed, ts.Added, ts.Removed = true, len(c.Add), len(c.Remove)
 		ts.Version, ts.Files = m.Version, len(pub.Files)+len(c.Add)-len(c.Remove)
 		p.o.Log.Debug("published", "table", key, "iceberg", id.String(), "version", m.Version, "added", len(c.Add), "removed", len(c.Remove))
-		if err := p.o.Catalog.Expire(ctx, id, p.o.SnapshotMaxAge, p.o.SnapshotMinKeep); err != nil {
-			// The commit stands; the next one expires again.
-			p.o.Log.Warn("expiring Iceberg snapshots", "table", key, "iceberg", id.String(), "err", err)
-		}
+		// The commit stands whatever the expiry does; the next one
+		// expires again.
+		p.expire(ctx, key, id)
 	}
 	if p.o.Observer != nil {
 		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()), ts.Committed)
@@ -369,10 +371,21 @@ func (p *Publisher) state(ctx context.Context, key string, m *manifest.Manifest)
 		return ts, fmt.Errorf("state of %s (%s): replace with manifest version %d's base: %w", key, id, m.Version, err)
 	}
 	ts.Committed, ts.Added, ts.Removed, ts.Version, ts.Files = true, len(c.Files), len(pub.Files), m.Version, len(c.Files)
-	if err := p.o.Catalog.Expire(ctx, id, p.o.SnapshotMaxAge, p.o.SnapshotMinKeep); err != nil {
+	p.expire(ctx, key, id)
+	return ts, nil
+}
+
+// expire expires table id's snapshots after a commit to it, and logs what
+// it did: its failure is no failure of the publication (the commit
+// stands), and the next expiry retries it.
+func (p *Publisher) expire(ctx context.Context, key string, id Ident) {
+	n, err := p.o.Catalog.Expire(ctx, id, p.o.SnapshotMaxAge, p.o.SnapshotMinKeep)
+	if n > 0 {
+		p.o.Log.Debug("deleted the metadata files of expired Iceberg snapshots", "table", key, "iceberg", id.String(), "files", n)
+	}
+	if err != nil {
 		p.o.Log.Warn("expiring Iceberg snapshots", "table", key, "iceberg", id.String(), "err", err)
 	}
-	return ts, nil
 }
 
 // planState is the state table's commit, or nil when it holds m's base.

@@ -63,8 +63,8 @@ func (c *memCatalog) ReplaceState(_ context.Context, sc StateCommit) error {
 	return nil
 }
 
-func (c *memCatalog) Expire(context.Context, Ident, time.Duration, int) error { return nil }
-func (c *memCatalog) MetadataLocation(context.Context, Ident) (string, error) { return "mem://", nil }
+func (c *memCatalog) Expire(context.Context, Ident, time.Duration, int) (int, error) { return 0, nil }
+func (c *memCatalog) MetadataLocation(context.Context, Ident) (string, error)        { return "mem://", nil }
 
 // seen records what the publisher reported.
 type seen struct {

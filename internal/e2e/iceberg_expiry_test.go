@@ -104,6 +104,10 @@ gc:
 	compact()
 	note()
 	s.check()
+	// The last compaction's base makes the daemon replace the state table
+	// and expire what that leaves: read the snapshots once it has, or a
+	// status read before it names snapshots the expiry removes.
+	waitCatalogSettled(t, e, 30*time.Second)
 	checkRetained(t, e, mods, "idle after the last collection")
 
 	// Changes again, the folded ones past the retention: the newest
@@ -256,4 +260,38 @@ func readIcebirdSnapshot(t *testing.T, mods, metadata string, id int64) icebirdS
 		t.Fatalf("icebird read of snapshot %d of %s: %v\n%s", id, metadata, err, stderr.String())
 	}
 	return out
+}
+
+// waitCatalogSettled waits until every Iceberg table is in sync with the
+// manifest and its metadata location stays the same across two reads of
+// catalog status a second apart: the daemon has published the newest
+// version and expired what it retires. Iceberg metadata read before an
+// expiry may name snapshots whose manifests it deletes, as for any
+// Iceberg reader.
+func waitCatalogSettled(t *testing.T, e *env, timeout time.Duration) {
+	t.Helper()
+	locations := func() (string, bool) {
+		var b strings.Builder
+		for _, ts := range catalogStatus(t, e).Tables {
+			if ts.Err != "" || ts.Drift == nil || !ts.Drift.InSync() {
+				return "", false
+			}
+			b.WriteString(ts.Metadata + "\n")
+		}
+		return b.String(), true
+	}
+	deadline := time.Now().Add(timeout)
+	prev := ""
+	for time.Now().Before(deadline) {
+		cur, ok := locations()
+		if ok && cur == prev {
+			return
+		}
+		if !ok {
+			cur = ""
+		}
+		prev = cur
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the catalog did not settle within %s", timeout)
 }

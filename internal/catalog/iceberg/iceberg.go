@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
@@ -55,6 +56,15 @@ type Adapter struct {
 	// manifests caches the file paths each Iceberg manifest names, by its
 	// path (manifestPaths): a manifest is never rewritten.
 	manifests map[string][]string
+	// lists caches the manifests each manifest list names, by its path
+	// (listed): a manifest list is never rewritten either.
+	lists map[string][]unique.Handle[string]
+	// retry holds, by table, the metadata files an expiry failed to
+	// delete, which its next expiry deletes again (expire.go).
+	retry map[string][]string
+	// swept is when each table's metadata directory was last swept.
+	swept map[string]time.Time
+	now   func() time.Time
 }
 
 // heldFiles are the data files of one snapshot of a table.
@@ -65,7 +75,8 @@ type heldFiles struct {
 
 // New adapts cat, whose tables' files are under warehouse.
 func New(cat icecat.Catalog, warehouse string) *Adapter {
-	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}, manifests: map[string][]string{}}
+	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}, manifests: map[string][]string{},
+		lists: map[string][]unique.Handle[string]{}, retry: map[string][]string{}, swept: map[string]time.Time{}, now: time.Now}
 }
 
 // Location is a sink key's location in the warehouse.
@@ -189,9 +200,9 @@ func schema(s icebergschema.Schema) (*iceberg.Schema, error) {
 // published at one flush a second keeps 86,400 of them a day. iceberg-go
 // deletes the metadata files beyond the newest 20 after each commit (the
 // metadata log names those 20; readers of a table always start from the
-// current one). Manifest lists and manifests of expired snapshots stay:
-// expiry runs with its file deletion off, since that would delete
-// pg-cdc's data files too.
+// current one). Manifest lists and manifests are bounded by expiry, which
+// deletes those only expired snapshots named (Expire): not iceberg-go's
+// own post-commit deletion, which would delete pg-cdc's data files too.
 var metadataBound = iceberg.Properties{
 	table.MetadataDeleteAfterCommitEnabledKey: "true",
 	table.MetadataPreviousVersionsMaxKey:      "20",
@@ -367,22 +378,6 @@ func (a *Adapter) commitBare(ctx context.Context, tx *table.Transaction, tbl *ta
 		}
 	}
 	return tx.ReplaceFiles(ctx, old, files, nil, props)
-}
-
-// Expire removes snapshots older than maxAge, keeping the keep newest, and
-// never a file: the data files are pg-cdc's (its garbage collection
-// deletes them), so iceberg-go's post-commit deletion is off.
-func (a *Adapter) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) error {
-	tbl, err := a.cat.LoadTable(ctx, ident(id))
-	if err != nil {
-		return err
-	}
-	tx := tbl.NewTransaction()
-	if err := tx.ExpireSnapshots(table.WithOlderThan(maxAge), table.WithRetainLast(keep), table.WithPostCommit(false)); err != nil {
-		return err
-	}
-	_, err = tx.Commit(ctx)
-	return err
 }
 
 // MetadataLocation is the table's current metadata file, for readers that

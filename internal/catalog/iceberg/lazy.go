@@ -83,10 +83,10 @@ func (l *Lazy) ReplaceState(ctx context.Context, c catalog.StateCommit) error {
 	return ad.ReplaceState(ctx, c)
 }
 
-func (l *Lazy) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) error {
+func (l *Lazy) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) (int, error) {
 	ad, err := l.get(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	return ad.Expire(ctx, id, maxAge, keep)
 }
