@@ -138,7 +138,11 @@ func printSlot(out io.Writer, name string, s postgres.SlotInfo, m *manifest.Mani
 const DeltaFilesBound = 64
 
 func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
-	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339))
+	size := ""
+	if n := m.EncodedBytes(); n > 0 {
+		size = ", " + HumanBytes(int64(n)) // rewritten whole at every flush
+	}
+	fmt.Fprintf(out, "manifest:  epoch %d, end LSN %s, committed %s%s\n", m.Epoch, m.EndLSN, m.CommittedAt.Format(time.RFC3339), size)
 	if n := len(m.History); n > 0 {
 		last := m.History[n-1]
 		fmt.Fprintf(out, "last flush: epoch %d at %s (newest commit %s)\n", last.Epoch,

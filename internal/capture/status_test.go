@@ -183,3 +183,21 @@ func TestStatusSourceUnreachable(t *testing.T) {
 		t.Errorf("status with the source down:\n%s", b.String())
 	}
 }
+
+// status shows the stored manifest's size, which every flush rewrites.
+func TestPrintManifestSize(t *testing.T) {
+	m := &manifest.Manifest{FormatVersion: manifest.FormatVersion, Tables: map[string]*manifest.Table{}}
+	data, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := manifest.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printManifest(&out, stored, time.Now())
+	if want := HumanBytes(int64(len(data))); !strings.Contains(out.String(), "committed 0001-01-01T00:00:00Z, "+want+"\n") {
+		t.Fatalf("status does not show the manifest's %s:\n%s", want, out.String())
+	}
+}

@@ -15,7 +15,7 @@ import (
 // Defaults of Policy fields left zero.
 const (
 	DefaultMajorDeltaRatio = 0.5
-	DefaultMajorMinBytes   = 4 << 20
+	DefaultMajorMinBytes   = 256 << 10
 	DefaultMaxDeltaFiles   = 48
 	// maxMergesPerTable bounds one pass's minor work on one table, so a
 	// table with a long backlog of deltas (a daemon upgraded after weeks
@@ -114,8 +114,8 @@ type AutoResult struct {
 }
 
 // Auto runs one pass of the compaction inside start over every table of the
-// manifest: minor merges while they are due (at most maxMergesPerTable per
-// table), then a major compaction of the tables the policy names. Nothing is
+// manifest: the minor merges that are due, in one commit (Minor), then a
+// major compaction of each table the policy names. Nothing is
 // collected here (Collect, on its own cadence). A table that fails is
 // logged and reported in the joined error; the others still run.
 func Auto(ctx context.Context, store blob.Store, mc *manifest.Committer, p Policy, opts Options) (AutoResult, error) {
@@ -125,32 +125,14 @@ func Auto(ctx context.Context, store blob.Store, mc *manifest.Committer, p Polic
 		res  AutoResult
 		errs []error
 	)
-	if err := mc.Refresh(ctx); err != nil {
-		return res, fmt.Errorf("compact: %w", err)
+	minor, err := Minor(ctx, store, mc, p.Tiers, opts)
+	res.Minor = minor
+	if err != nil {
+		errs = append(errs, err)
 	}
-	var ids []cdc.TableID
-	for _, t := range mc.Current().Tables {
-		ids = append(ids, t.ID())
-	}
-	slices.SortFunc(ids, cmpID)
-	for _, id := range ids {
+	for _, id := range tableIDs(mc.Current()) {
 		if ctx.Err() != nil {
 			return res, errors.Join(append(errs, ctx.Err())...)
-		}
-		for range maxMergesPerTable {
-			r, done, err := Minor(ctx, store, mc, id, p.Tiers, opts)
-			if errors.Is(err, ErrConcurrent) {
-				break // the next pass plans again from what won
-			}
-			if err != nil {
-				opts.Log.Error("minor compaction failed; the table keeps its deltas", "table", id.String(), "err", err)
-				errs = append(errs, err)
-				break
-			}
-			if !done {
-				break
-			}
-			res.Minor = append(res.Minor, r)
 		}
 		mt := mc.Current().Tables[id.String()]
 		if mt == nil || !mt.Snapshot.Complete() || mt.Resnapshot != nil {
@@ -175,4 +157,14 @@ func Auto(ctx context.Context, store blob.Store, mc *manifest.Committer, p Polic
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// tableIDs are m's tables, sorted.
+func tableIDs(m *manifest.Manifest) []cdc.TableID {
+	ids := make([]cdc.TableID, 0, len(m.Tables))
+	for _, t := range m.Tables {
+		ids = append(ids, t.ID())
+	}
+	slices.SortFunc(ids, cmpID)
+	return ids
 }

@@ -81,74 +81,140 @@ func planMinor(deltas []manifest.Delta, tiers Tiers) (i, j int, ok bool) {
 	return 0, 0, false
 }
 
-// Minor merges the oldest due run of a table's deltas into one delta
-// (planMinor), and reports done false when none is due. The merged file
-// holds exactly the runs' change rows in their order — the order tokens,
-// TOAST markers, truncate markers and deletes as written — so every reader
-// (the merged state, the change rows, the changefeed) sees what it saw
-// before; the base is not touched. Like Table it commits with
-// compare-and-swap, giving up (ErrConcurrent) if the run left the table
-// meanwhile. The replaced files are retired by the merged delta itself
-// (its range and merged_at), not by Garbage entries.
-func Minor(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc.TableID, tiers Tiers, opts Options) (res MinorResult, done bool, err error) {
+// Minor merges, in every table of the manifest, the runs of deltas tiers
+// say are due (planMinor), level after level, at most maxMergesPerTable a
+// table, and commits them all with one compare-and-swap: merges must not
+// add a manifest write per table beside the streamer's one a flush. The
+// merged file holds exactly the run's change rows in their order — the
+// order tokens, TOAST markers, truncate markers and deletes as written —
+// so every reader (the merged state, the change rows, the changefeed) sees
+// what it saw before; the base is not touched. A table whose deltas
+// changed meanwhile other than by the streamer appending (a major
+// compaction, a new generation) keeps them: its merges are dropped from
+// the commit and their files left to garbage collection. The replaced
+// files are retired by the merged deltas (their range and merged_at), not
+// by Garbage entries.
+func Minor(ctx context.Context, store blob.Store, mc *manifest.Committer, tiers Tiers, opts Options) ([]MinorResult, error) {
 	opts.defaults()
 	tiers.defaults()
-	start := time.Now()
-	res.Table = id
 	if opts.ScratchDir == "" {
-		return res, false, errors.New("minor compaction: no scratch directory")
+		return nil, errors.New("minor compaction: no scratch directory")
 	}
 	if err := mc.Refresh(ctx); err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return nil, fmt.Errorf("minor compaction: %w", err)
 	}
-	mt := mc.Current().Tables[id.String()]
-	if mt == nil {
-		return res, false, fmt.Errorf("minor compaction of %s: the table is not in the manifest", id)
+	type planned struct {
+		orig, merged []manifest.Delta
+		gen          string
+		results      []MinorResult
 	}
-	i, j, ok := planMinor(mt.Deltas, tiers)
-	if !ok {
-		return res, false, nil
+	now := opts.Now().UTC()
+	var (
+		plans []planned
+		errs  []error
+	)
+	ids := tableIDs(mc.Current())
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		mt := mc.Current().Tables[id.String()]
+		p := planned{orig: mt.Deltas, merged: slices.Clone(mt.Deltas), gen: mt.Generation}
+		for range maxMergesPerTable {
+			i, j, ok := planMinor(p.merged, tiers)
+			if !ok {
+				break
+			}
+			d, res, err := mergeRun(ctx, store, mt, p.merged[i:j], now, opts)
+			if err != nil {
+				opts.Log.Error("minor compaction failed; the table keeps its deltas", "table", id.String(), "err", err)
+				errs = append(errs, err)
+				break
+			}
+			p.merged = slices.Replace(p.merged, i, j, d)
+			p.results = append(p.results, res)
+		}
+		if len(p.results) > 0 {
+			plans = append(plans, p)
+		}
 	}
-	run := slices.Clone(mt.Deltas[i:j])
-	res.FromEpoch, res.Epoch, res.Merged = run[0].First(), run[len(run)-1].Epoch, len(run)
+	if len(plans) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	var committed []MinorResult
+	_, err := mc.Commit(ctx, func(m *manifest.Manifest) error {
+		committed = committed[:0]
+		for _, p := range plans {
+			id := p.results[0].Table
+			t := m.Tables[id.String()]
+			if t == nil || t.Generation != p.gen || len(t.Deltas) < len(p.orig) || !slices.EqualFunc(t.Deltas[:len(p.orig)], p.orig, sameDelta) {
+				opts.Log.Info("the table changed while its deltas were merged; it keeps them", "table", id.String())
+				continue
+			}
+			// The streamer only appends: the deltas after the ones read
+			// stay, after the merged ones.
+			t.Deltas = append(slices.Clone(p.merged), t.Deltas[len(p.orig):]...)
+			committed = append(committed, p.results...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, errors.Join(append(errs, fmt.Errorf("minor compaction: commit: %w", err))...)
+	}
+	for _, r := range committed {
+		opts.Log.Info("merged deltas", "table", r.Table.String(), "from_epoch", r.FromEpoch, "epoch", r.Epoch,
+			"level", r.Level, "deltas", r.Merged, "rows", r.Rows, "bytes", r.Bytes, "duration", r.Duration.Round(time.Millisecond))
+	}
+	return committed, errors.Join(errs...)
+}
+
+// mergeRun writes run's rows into one file and returns the delta that
+// replaces run.
+func mergeRun(ctx context.Context, store blob.Store, mt *manifest.Table, run []manifest.Delta, now time.Time, opts Options) (manifest.Delta, MinorResult, error) {
+	start := time.Now()
+	id := mt.ID()
+	res := MinorResult{Table: id, FromEpoch: run[0].First(), Epoch: run[len(run)-1].Epoch, Merged: len(run)}
 	for _, d := range run {
 		res.Level = max(res.Level, d.Level+1)
 	}
+	fail := func(err error) (manifest.Delta, MinorResult, error) {
+		return manifest.Delta{}, res, fmt.Errorf("minor compaction of %s, epochs %d to %d: %w", id, res.FromEpoch, res.Epoch, err)
+	}
 	table, err := mt.SourceTableAt(run[0].SchemaVersion)
 	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return fail(err)
 	}
 	schema, err := parquetfile.NewSchema(table)
 	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return fail(err)
 	}
 	dir, err := scratchDir(opts.ScratchDir, manifest.EscapeKeyElement(id.Schema)+"."+manifest.EscapeKeyElement(id.Name)+".minor")
 	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: clear scratch: %w", id, err)
+		return fail(fmt.Errorf("clear scratch: %w", err))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: scratch: %w", id, err)
+		return fail(fmt.Errorf("scratch: %w", err))
 	}
 	defer os.RemoveAll(dir)
 
 	out, err := spool.Create(dir, schema)
 	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return fail(err)
 	}
 	defer out.Remove()
 	for _, d := range run {
 		for _, f := range d.Files {
 			if err := copyRows(ctx, store, f.Path, schema, out, dir); err != nil {
-				return res, false, fmt.Errorf("minor compaction of %s: epochs %d to %d: %w", id, res.FromEpoch, res.Epoch, err)
+				return fail(err)
 			}
 		}
 	}
 	size, err := out.Finish()
 	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return fail(err)
 	}
 	merged := manifest.Delta{
-		Epoch: res.Epoch, FromEpoch: res.FromEpoch, Level: res.Level,
+		Epoch: res.Epoch, FromEpoch: res.FromEpoch, Level: res.Level, MergedAt: &now,
 		MinLSN: run[0].MinLSN, SchemaVersion: run[0].SchemaVersion,
 	}
 	for _, d := range run {
@@ -161,44 +227,16 @@ func Minor(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 	if out.Rows() != merged.Rows {
 		// The manifest's counts and the files disagree: merging would
 		// hide it.
-		return res, false, fmt.Errorf("minor compaction of %s: epochs %d to %d: the files hold %d rows, the manifest says %d",
-			id, res.FromEpoch, res.Epoch, out.Rows(), merged.Rows)
+		return fail(fmt.Errorf("the files hold %d rows, the manifest says %d", out.Rows(), merged.Rows))
 	}
 	key := manifest.MergedKey(id, mt.Generation, res.FromEpoch, res.Epoch, 0)
 	if err := out.Upload(ctx, store, key); err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: %w", id, err)
+		return fail(err)
 	}
-	merged.Files = []manifest.File{{Path: key, Rows: merged.Rows, Bytes: size}}
-	res.Rows, res.Bytes = merged.Rows, size
 	failpoint.Inject("compact/minor-after-upload")
-
-	now := opts.Now().UTC()
-	merged.MergedAt = &now
-	_, err = mc.Commit(ctx, func(m *manifest.Manifest) error {
-		t := m.Tables[id.String()]
-		if t == nil {
-			return fmt.Errorf("the table left the manifest while it was compacted")
-		}
-		if t.Generation != mt.Generation {
-			return fmt.Errorf("%w: generation %s replaced %s", ErrConcurrent, t.Generation, mt.Generation)
-		}
-		at := slices.IndexFunc(t.Deltas, func(d manifest.Delta) bool { return sameDelta(d, run[0]) })
-		if at < 0 || at+len(run) > len(t.Deltas) || !slices.EqualFunc(t.Deltas[at:at+len(run)], run, sameDelta) {
-			return fmt.Errorf("%w: the deltas of epochs %d to %d changed", ErrConcurrent, res.FromEpoch, res.Epoch)
-		}
-		// The run's files are not listed in Garbage: the merged delta's
-		// range and merged_at say they were retired (Collect's
-		// mergedRetirement), so the manifest does not grow with merges.
-		t.Deltas = slices.Replace(t.Deltas, at, at+len(run), merged)
-		return nil
-	})
-	if err != nil {
-		return res, false, fmt.Errorf("minor compaction of %s: commit: %w", id, err)
-	}
-	res.Duration = time.Since(start)
-	opts.Log.Info("merged deltas", "table", id.String(), "from_epoch", res.FromEpoch, "epoch", res.Epoch,
-		"level", res.Level, "deltas", res.Merged, "rows", res.Rows, "bytes", res.Bytes, "duration", res.Duration.Round(time.Millisecond))
-	return res, true, nil
+	merged.Files = []manifest.File{{Path: key, Rows: merged.Rows, Bytes: size}}
+	res.Rows, res.Bytes, res.Duration = merged.Rows, size, time.Since(start)
+	return merged, res, nil
 }
 
 // sameDelta reports whether two manifest versions hold the same delta.

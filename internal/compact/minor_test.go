@@ -59,16 +59,18 @@ func TestMinorMatchesUnmerged(t *testing.T) {
 		garbageBefore := len(mc.Current().Garbage)
 		merges := 0
 		for {
-			res, done, err := compact.Minor(context.Background(), store, mc, testTable.ID, tiers, compact.Options{ScratchDir: scratch, Log: quiet})
+			results, err := compact.Minor(context.Background(), store, mc, tiers, compact.Options{ScratchDir: scratch, Log: quiet})
 			if err != nil {
 				rt.Fatalf("minor: %v", err)
 			}
-			if !done {
+			if len(results) == 0 {
 				break
 			}
-			merges++
-			if res.Merged != tiers.Fanout || res.Level < 1 {
-				rt.Fatalf("merge %+v: want %d deltas into a level ≥ 1", res, tiers.Fanout)
+			for _, res := range results {
+				merges++
+				if res.Merged != tiers.Fanout || res.Level < 1 {
+					rt.Fatalf("merge %+v: want %d deltas into a level ≥ 1", res, tiers.Fanout)
+				}
 			}
 		}
 		if got := mergedState(t, store, scratch); !maps.Equal(got, before) {
@@ -173,8 +175,8 @@ func TestPlanMinor(t *testing.T) {
 }
 
 // A major compaction that folds the deltas while a minor one merges them
-// wins: the minor one gives up (ErrConcurrent) and changes nothing, and
-// the state is the major one's.
+// wins: the minor one commits nothing for the table, and the state is the
+// major one's.
 func TestMinorRacedByMajor(t *testing.T) {
 	store := memory.New()
 	newManifest(t, store)
@@ -187,9 +189,9 @@ func TestMinorRacedByMajor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}}
-	_, done, err := compact.Minor(context.Background(), hooked, openCommitter(t, store), testTable.ID, compact.Tiers{Fanout: 4}, compact.Options{ScratchDir: t.TempDir(), Log: quiet})
-	if !errors.Is(err, compact.ErrConcurrent) || done {
-		t.Fatalf("minor raced by a major compaction: done %v, err %v; want ErrConcurrent", done, err)
+	results, err := compact.Minor(context.Background(), hooked, openCommitter(t, store), compact.Tiers{Fanout: 4}, compact.Options{ScratchDir: t.TempDir(), Log: quiet})
+	if err != nil || len(results) != 0 {
+		t.Fatalf("minor raced by a major compaction: %+v, %v; want nothing merged, no error", results, err)
 	}
 	m := openCommitter(t, store).Current()
 	if tab := m.Tables[testTable.ID.String()]; len(tab.Deltas) != 0 || tab.Base == nil || tab.Base.Epoch != 4 {
@@ -215,8 +217,8 @@ func TestMinorEpochBounds(t *testing.T) {
 	for i := range 3 {
 		writeDelta(t, store, []change{{op: cdc.OpInsert, lsn: int64(10 * (i + 1)), seq: 1, id: int64(i), a: int64(i), big: "x"}})
 	}
-	if _, done, err := compact.Minor(context.Background(), store, openCommitter(t, store), testTable.ID, compact.Tiers{Fanout: 3}, compact.Options{ScratchDir: t.TempDir(), Log: quiet}); err != nil || !done {
-		t.Fatalf("minor: done %v, err %v", done, err)
+	if results, err := compact.Minor(context.Background(), store, openCommitter(t, store), compact.Tiers{Fanout: 3}, compact.Options{ScratchDir: t.TempDir(), Log: quiet}); err != nil || len(results) != 1 {
+		t.Fatalf("minor: %+v, %v", results, err)
 	}
 	mt := openCommitter(t, store).Current().Tables[testTable.ID.String()]
 	two := uint64(2)
@@ -261,8 +263,8 @@ func TestCollectKeepsMergedInputs(t *testing.T) {
 		inputs = append(inputs, d.Files[0].Path)
 	}
 	merged := time.Now()
-	if _, done, err := compact.Minor(ctx, store, openCommitter(t, store), testTable.ID, compact.Tiers{Fanout: 4}, compact.Options{ScratchDir: t.TempDir(), Log: quiet, Now: func() time.Time { return merged }}); err != nil || !done {
-		t.Fatalf("minor: done %v, err %v", done, err)
+	if results, err := compact.Minor(ctx, store, openCommitter(t, store), compact.Tiers{Fanout: 4}, compact.Options{ScratchDir: t.TempDir(), Log: quiet, Now: func() time.Time { return merged }}); err != nil || len(results) != 1 {
+		t.Fatalf("minor: %+v, %v", results, err)
 	}
 	mergedKey := manifest.MergedKey(testTable.ID, gen, 1, 4, 0)
 	present := func(key string) bool {
@@ -334,5 +336,28 @@ func TestPassRetriesConcurrentCompaction(t *testing.T) {
 	}
 	if got := mergedState(t, store, t.TempDir()); !maps.Equal(got, map[int64]stateRow{1: {a: 2, big: "y"}}) {
 		t.Fatalf("merged state %v", got)
+	}
+}
+
+// Every merge of a pass, at every level, lands in one manifest write: the
+// streamer writes once a flush, and merges must not double that.
+func TestMinorOneCommit(t *testing.T) {
+	store := memory.New()
+	newManifest(t, store)
+	for i := range 8 {
+		writeDelta(t, store, []change{{op: cdc.OpInsert, lsn: int64(10 * (i + 1)), seq: 1, id: int64(i), a: int64(i), big: "x"}})
+	}
+	mc := openCommitter(t, store)
+	before := mc.Current().Version
+	results, err := compact.Minor(context.Background(), store, mc, compact.Tiers{Fanout: 2}, compact.Options{ScratchDir: t.TempDir(), Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := openCommitter(t, store).Current()
+	if len(results) != 7 || m.Version != before+1 {
+		t.Fatalf("%d merges in versions %d to %d; want 7 merges (4+2+1) in one write", len(results), before, m.Version)
+	}
+	if d := m.Tables[testTable.ID.String()].Deltas; len(d) != 1 || d[0].Level != 3 || d[0].First() != 1 || d[0].Epoch != 8 {
+		t.Fatalf("deltas %+v; want one of level 3 holding epochs 1 to 8", d)
 	}
 }

@@ -256,7 +256,7 @@ type CompactionConfig struct {
 	// MajorDeltaPercent (compaction.major_delta_percent) starts a major
 	// compaction (a new base) once a table's deltas reach this share of
 	// its base's bytes, and MajorMinBytes (compaction.major_min_bytes)
-	// bytes. Defaults 50 and 4 MiB.
+	// bytes. Defaults 50 and 256 KiB.
 	MajorDeltaPercent int64
 	MajorMinBytes     int64
 	// MaxDeltaFiles (compaction.max_delta_files) starts a major compaction
@@ -589,7 +589,7 @@ func Default() Config {
 			MinorFanout:       8,
 			MinorMaxBytes:     64 << 20,
 			MajorDeltaPercent: 50,
-			MajorMinBytes:     4 << 20,
+			MajorMinBytes:     256 << 10,
 			MaxDeltaFiles:     48,
 			TombstoneTTL:      720 * time.Hour,
 			MemoryBudgetBytes: 64 << 20,

@@ -243,16 +243,17 @@ func assertDumpEqualsCopy(t *testing.T, e *env, table, query string) {
 }
 
 // TestCompactionAtDefaults runs start with compaction as it is by default
-// (minor merges at fanout 8, majors by share and count), with the interval
-// shortened to 2 s and the major floor to 256 KiB so both kinds happen
-// within the test, while the workload updates and deletes the keys being
-// merged and folded: merged deltas appear (level ≥ 1, their files retired
-// naming the merged file), majors write bases, no table ever holds more
-// delta files than max_delta_files plus a pass's flushes, the metrics count
-// both kinds, the slot is never confirmed past the manifest, and the sink
-// equals the source, read by DuckDB.
+// (minor merges at fanout 8, majors by share and count), the interval
+// shortened to 2 s so both kinds happen within the test, while the
+// workload updates and deletes the keys being merged and folded: merged
+// deltas appear (level ≥ 1), majors write bases, no table ever holds more
+// delta files than max_delta_files plus a pass's flushes, no file a
+// sampled version named is deleted inside the retention (the merges'
+// inputs are listed nowhere), the metrics count both kinds, the slot is
+// never confirmed past the manifest, and the sink equals the source, read
+// by DuckDB.
 func TestCompactionAtDefaults(t *testing.T) {
-	e := newEnv(t, envOptions{extraYAML: "compaction:\n  interval: 2s\n  major_min_bytes: 262144\n"})
+	e := newEnv(t, envOptions{extraYAML: "compaction:\n  interval: 2s\n"})
 	seed(t, e, 50, 100)
 	e.mustRun("init")
 	s := e.startSampler()

@@ -27,6 +27,11 @@
 //     RSS, and the history log's bytes at one flush a second (read.go).
 //   - Serve under load (issue 16): pg-cdc serve answering 32 clients over
 //     REST and MCP while pg-cdc start streams and compacts (serve.go).
+//   - Soak (issue 29), only when named (--only soak): pg-cdc start at its
+//     defaults with a flush a second and the Iceberg catalog under a
+//     steady workload for --soak-duration, sampled every 10 s; growth
+//     ratios against the issue's criteria, SVG charts beside the report,
+//     and the sink compared with the source at the end (soak.go).
 //
 // Every consumer runs as a child process, so wall time, CPU time and peak
 // RSS come from the same place (wait4's rusage) for all of them. The
@@ -94,6 +99,11 @@ type options struct {
 	// catalogRows and catalogVersions size the catalog publisher's cost
 	// (catalog.go): the drained backlog, the versions published in process.
 	catalogRows, catalogVersions int
+	// soakDuration, soakTables, soakRate and soakRows size the soak
+	// (soak.go): how long the workload runs, its tables, its changes a
+	// second, the rows each table is seeded with.
+	soakDuration                   time.Duration
+	soakTables, soakRate, soakRows int
 }
 
 func main() {
@@ -135,8 +145,12 @@ func main() {
 	flag.IntVar(&o.serveMaxConcurrent, "serve-max-concurrent", 4, "serve.max_concurrent of the serve-under-load section (pg-cdc's default: 4)")
 	flag.IntVar(&o.catalogRows, "catalog-rows", 500_000, "rows of the backlog drained with and without the catalog publisher (issue 17)")
 	flag.IntVar(&o.catalogVersions, "catalog-versions", 360, "manifest versions the catalog publisher publishes in process (issue 17)")
-	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction")
-	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve,catalog (default all)")
+	flag.DurationVar(&o.soakDuration, "soak-duration", 10*time.Minute, "how long the soak's workload runs (--full: 1h unless set)")
+	flag.IntVar(&o.soakTables, "soak-tables", 10, "tables of the soak")
+	flag.IntVar(&o.soakRate, "soak-rate", 200, "changes per second of the soak's steady workload")
+	flag.IntVar(&o.soakRows, "soak-rows", 20_000, "rows each soak table is seeded with")
+	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction, a 1 h soak")
+	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve,catalog,soak (default all but soak, which runs only when named)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
 	flag.DurationVar(&o.lagDuration, "lag-duration", 30*time.Second, "how long the live-lag load runs")
 	flag.IntVar(&o.lagRate, "lag-rate", 20_000, "rows per second of the live-lag load (in --txn-rows transactions)")
@@ -154,6 +168,15 @@ func main() {
 	if o.full {
 		o.snapshotRows = max(o.snapshotRows, 10_000_000)
 		o.compactRows = max(o.compactRows, 10_000_000)
+		soakSet := false
+		flag.Visit(func(f *flag.Flag) { soakSet = soakSet || f.Name == "soak-duration" })
+		if !soakSet {
+			o.soakDuration = time.Hour
+		}
+	}
+	if o.soakDuration < 30*time.Second || o.soakTables < 1 || o.soakRate < 1 || o.soakRows < 100 {
+		fmt.Fprintln(os.Stderr, "pgcdc-bench: --soak-duration must be ≥ 30s, --soak-tables and --soak-rate ≥ 1, --soak-rows ≥ 100")
+		os.Exit(2)
 	}
 	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 || o.serveRate < 1 || o.catalogRows < o.txnRows || o.catalogVersions < 2 {
 		fmt.Fprintln(os.Stderr, "pgcdc-bench: --reps must be ≥ 1, the row counts at least --txn-rows and --compact-rows at least 100; --pgbench-scale and --pgbench-reps ≥ 1, --pgbench-txns ≥ 4; --read-rows ≥ 1000, --read-epochs ≥ 1; --serve-rows ≥ 1000, --serve-clients ≥ 1")

@@ -181,6 +181,13 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		h.rep.catalog = res
 	}
+	if h.named("soak") {
+		res, err := h.soak(ctx)
+		if err != nil {
+			return fmt.Errorf("soak: %w", err)
+		}
+		h.rep.soak = res
+	}
 	h.rep.finished = time.Now()
 	return h.rep.write(o.out)
 }
@@ -195,6 +202,12 @@ func (h *harness) selected(key string) bool {
 		}
 	}
 	return false
+}
+
+// named reports whether --only names key: the sections that run only when
+// asked for (soak) are not in the default "all".
+func (h *harness) named(key string) bool {
+	return h.o.only != "" && h.selected(key)
 }
 
 func (h *harness) logf(format string, args ...any) {

@@ -15,38 +15,44 @@ import (
 	"time"
 	"unique"
 
+	iceberg "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 )
 
-// Expiry deletes the Iceberg metadata that only expired snapshots named,
+// Expiry deletes the Iceberg files that only expired snapshots named,
 // and nothing else: iceberg-go's own post-commit deletion would delete
 // the data files too, which are pg-cdc's (its garbage collection owns
-// them). Two passes, each deleting only an .avro file directly in the
-// table's metadata directory (location + "/metadata/"), never a file a
-// retained snapshot names:
+// them). It deletes only two kinds of file, each directly in a directory
+// of the table's own, and never one a retained snapshot names: an .avro
+// file in the metadata directory (location + "/metadata/": manifest lists
+// and manifests), and a .parquet file in the directory where
+// writePositionDeletes puts the state tables' position delete files
+// (tableLocation + "/deletes/": a state-table replacement supersedes the
+// previous one's). Two passes:
 //
 //   - the difference: once the expiry has committed, the manifest lists of
-//     the expired snapshots and the manifests they name, less those any
-//     snapshot of the table names as it is right before the deletes
-//     (loaded afresh: another process sharing the catalog may have
-//     committed or expired since the expiry committed). Exact, immediate,
-//     and needing only the table's IO to read and remove. What it fails
-//     to delete (or to read) is deleted at the table's next expiry
-//     (Adapter.retry, in memory).
+//     the expired snapshots, the manifests they name and the position
+//     delete files those name, less those any snapshot of the table names
+//     as it is right before the deletes (loaded afresh: another process
+//     sharing the catalog may have committed or expired since the expiry
+//     committed). Exact, immediate, and needing only the table's IO to
+//     read and remove. What it fails to delete (or to read) is deleted at
+//     the table's next expiry (Adapter.retry, in memory).
 //   - the sweep, when the table's IO can list (the filesystem can): every
-//     .avro file in the metadata directory that no retained snapshot names
-//     and that was last modified more than sweepGrace ago. It catches what
-//     the difference cannot: the files of an expiry whose process stopped
-//     before deleting them, of a commit that failed after writing its
-//     manifests, the manifest iceberg-go writes for a commit's new files
-//     and leaves behind when it merges it into another (once every 100 or
-//     so commits: commit.manifest.min-count-to-merge), and the backlog of
-//     a table published before expiry deleted anything. It runs at the
-//     first expiry of each table after the adapter opens, then at most
-//     every sweepEvery.
+//     such file in the two directories that no retained snapshot names
+//     and that was last modified more than sweepGrace ago. It catches
+//     what the difference cannot: the files of an expiry whose process
+//     stopped before deleting them, of a commit that failed after writing
+//     its manifests or its position deletes, the manifest iceberg-go
+//     writes for a commit's new files and leaves behind when it merges it
+//     into another (once every 100 or so commits:
+//     commit.manifest.min-count-to-merge), and the backlog of a table
+//     published before expiry deleted anything. It runs at the first
+//     expiry of each table after the adapter opens, then at most every
+//     sweepEvery.
 //
 // The current snapshot is always retained. A reader at an expired
 // snapshot loses it, as with any Iceberg expiry: that includes a reader
@@ -59,18 +65,18 @@ const (
 	// delete it: a younger one may be a concurrent writer's (another
 	// process sharing the catalog) whose commit has not landed yet.
 	sweepGrace = time.Hour
-	// sweepEvery is how often each table's metadata directory is swept.
+	// sweepEvery is how often each table's directories are swept.
 	sweepEvery = time.Hour
-	// sweepMax bounds the files one sweep deletes, so a table's backlog
-	// does not hold one publication up: a sweep cut short runs again at
-	// the table's next expiry.
+	// sweepMax bounds the files one sweep deletes in a directory, so a
+	// table's backlog does not hold one publication up: a sweep cut short
+	// runs again at the table's next expiry.
 	sweepMax = 1000
 )
 
 // Expire removes the snapshots older than maxAge, keeping the keep newest,
-// then deletes the manifest lists and manifests only the removed
-// snapshots named (never a data or delete file: see above), and returns
-// how many files it deleted. An error after the expiry committed leaves
+// then deletes the manifest lists, manifests and position delete files
+// only the removed snapshots named (never a data file: see above), and
+// returns how many files it deleted. An error after the expiry committed leaves
 // it committed; the next expiry deletes what this one could not.
 func (a *Adapter) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) (int, error) {
 	before, err := a.cat.LoadTable(ctx, ident(id))
@@ -87,16 +93,16 @@ func (a *Adapter) Expire(ctx context.Context, id catalog.Ident, maxAge time.Dura
 	}
 	n, err := a.collect(ctx, id, before, after)
 	if err != nil {
-		return n, fmt.Errorf("%s: snapshots expired, deleting their metadata files: %w", id, err)
+		return n, fmt.Errorf("%s: snapshots expired, deleting the files only they named: %w", id, err)
 	}
 	return n, nil
 }
 
-// collect deletes the metadata files named by the snapshots the expiry
+// collect deletes the files named by the snapshots the expiry
 // removed (those of before that after, the table once the expiry
 // committed, no longer holds) and those an earlier expiry of the table
 // failed to delete, less what any snapshot of the table names right
-// before the deletes (retained), and sweeps the metadata directory when
+// before the deletes (retained), and sweeps the table's directories when
 // due. It returns how many files it deleted.
 func (a *Adapter) collect(ctx context.Context, id catalog.Ident, before, after *table.Table) (int, error) {
 	key := id.String()
@@ -122,6 +128,7 @@ func (a *Adapter) collect(ctx context.Context, id catalog.Ident, before, after *
 	if err != nil {
 		return 0, err
 	}
+	dels := deletesDir(a.tableLocation(id))
 	fio, err := after.FS(ctx)
 	if err != nil {
 		return 0, err
@@ -162,7 +169,7 @@ func (a *Adapter) collect(ctx context.Context, id catalog.Ident, before, after *
 	}
 	var paths []string
 	for p := range doomed {
-		if !retained[p] && dir.name(p) != "" {
+		if !retained[p] && (dir.name(p) != "" || dels.name(p) != "") {
 			paths = append(paths, p)
 		}
 	}
@@ -184,16 +191,20 @@ func (a *Adapter) collect(ctx context.Context, id catalog.Ident, before, after *
 	}
 	a.mu.Unlock()
 	if sweep {
-		keep := map[string]bool{}
-		for p := range retained {
-			if name := dir.name(p); name != "" {
-				keep[name] = true
+		more := false
+		for _, d := range []metaDir{dir, dels} {
+			keep := map[string]bool{}
+			for p := range retained {
+				if name := d.name(p); name != "" {
+					keep[name] = true
+				}
 			}
-		}
-		m, more, err := sweepDir(ctx, fio, dir, keep, now.Add(-sweepGrace))
-		n += m
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sweep %s: %w", dir, err))
+			m, cut, err := sweepDir(ctx, fio, d, keep, now.Add(-sweepGrace))
+			n += m
+			more = more || cut
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sweep %s: %w", d, err))
+			}
 		}
 		if !more {
 			a.mu.Lock()
@@ -208,8 +219,8 @@ func (a *Adapter) collect(ctx context.Context, id catalog.Ident, before, after *
 // when a concurrent expiry deletes a manifest list while it reads.
 const retainedAttempts = 3
 
-// retained returns every manifest list and manifest that a snapshot of
-// table id names, as its metadata is now: loaded afresh right before the
+// retained returns every manifest list, manifest and position delete file
+// that a snapshot of table id names (listed), as its metadata is now: loaded afresh right before the
 // deletes, not the metadata the expiry committed. Another process sharing
 // the catalog (pg-cdc start, compact, catalog sync) may have committed
 // since, and its snapshots name what they carried forward; or expired
@@ -245,8 +256,11 @@ func (a *Adapter) retained(ctx context.Context, id catalog.Ident, fio icebergio.
 	return nil, err
 }
 
-// listed returns the manifests snap's manifest list names, read once per
-// list (the handles share each path's bytes among the lists naming it).
+// listed returns the manifests snap's manifest list names and the
+// position delete files its delete manifests name (live), read once per
+// list (the handles share each path's bytes among the lists naming it). A
+// changelog has no delete manifest: listing its snapshots reads only
+// their manifest lists.
 func (a *Adapter) listed(fio icebergio.IO, snap table.Snapshot) ([]unique.Handle[string], error) {
 	a.mu.Lock()
 	ms, ok := a.lists[snap.ManifestList]
@@ -258,9 +272,19 @@ func (a *Adapter) listed(fio icebergio.IO, snap table.Snapshot) ([]unique.Handle
 	if err != nil {
 		return nil, fmt.Errorf("manifests of snapshot %d: %w", snap.SnapshotID, err)
 	}
-	ms = make([]unique.Handle[string], len(mfs))
-	for i, mf := range mfs {
-		ms[i] = unique.Make(mf.FilePath())
+	ms = make([]unique.Handle[string], 0, len(mfs))
+	for _, mf := range mfs {
+		ms = append(ms, unique.Make(mf.FilePath()))
+		if mf.ManifestContent() != iceberg.ManifestContentDeletes {
+			continue
+		}
+		files, err := a.manifestPaths(fio, mf)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %d: %w", snap.SnapshotID, err)
+		}
+		for _, f := range files {
+			ms = append(ms, unique.Make(f))
+		}
 	}
 	if snap.ManifestList != "" {
 		a.mu.Lock()
@@ -270,30 +294,56 @@ func (a *Adapter) listed(fio icebergio.IO, snap table.Snapshot) ([]unique.Handle
 	return ms, nil
 }
 
-// metaDir is a table's metadata directory, the only place expiry deletes
-// from.
-type metaDir struct{ u *url.URL }
+// metaDir is a directory expiry deletes from (the table's metadata
+// directory, or its position deletes directory), and the suffix of the
+// only files it deletes there; a zero metaDir holds none.
+type metaDir struct {
+	u   *url.URL
+	ext string
+}
 
-func metadataDir(location string) (metaDir, error) {
+func metadataDir(location string) (metaDir, error) { return tableDir(location, "metadata", ".avro") }
+
+// deletesDir is the directory writePositionDeletes writes the position
+// delete files of the table at location in: none when the location holds
+// an escape, since writePositionDeletes writes at its literal path and the
+// table's IO addresses the unescaped one, which may be another table's.
+func deletesDir(location string) metaDir {
+	d, err := tableDir(location, deletesSubdir, ".parquet")
+	if err != nil || strings.Contains(location, "%") {
+		return metaDir{}
+	}
+	return d
+}
+
+// tableDir is the directory sub of the table at location.
+func tableDir(location, sub, ext string) (metaDir, error) {
 	u, err := url.Parse(strings.TrimSuffix(location, "/"))
 	if err != nil || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" || u.Path == "" {
 		return metaDir{}, fmt.Errorf("table location %q is no directory expiry can delete from", location)
 	}
-	return metaDir{u.JoinPath("metadata")}, nil
+	return metaDir{u.JoinPath(sub), ext}, nil
 }
 
-func (d metaDir) String() string { return d.u.String() }
+func (d metaDir) String() string {
+	if d.u == nil {
+		return ""
+	}
+	return d.u.String()
+}
 
-// name is the file name of the location p when p is an .avro file directly
-// in d (a manifest list or a manifest), "" otherwise: expiry deletes
-// nothing else.
+// name is the file name of the location p when p is a file of d's suffix
+// directly in d, "" otherwise: expiry deletes nothing else.
 func (d metaDir) name(p string) string {
+	if d.u == nil {
+		return ""
+	}
 	u, err := url.Parse(p)
 	if err != nil || u.Scheme != d.u.Scheme || u.Host != d.u.Host || u.User != nil || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" {
 		return ""
 	}
 	name, ok := strings.CutPrefix(u.Path, d.u.Path+"/")
-	if !ok || strings.Contains(name, "/") || !strings.HasSuffix(name, ".avro") || name == ".avro" {
+	if !ok || strings.Contains(name, "/") || !strings.HasSuffix(name, d.ext) || name == d.ext {
 		return ""
 	}
 	return name
@@ -302,12 +352,12 @@ func (d metaDir) name(p string) string {
 // file is the location of the file name in d.
 func (d metaDir) file(name string) string { return d.u.JoinPath(name).String() }
 
-// sweepDir deletes, through fio when it can list, the .avro files directly
-// in d whose name is not in keep and that were last modified before
+// sweepDir deletes, through fio when it can list, the files of d's suffix
+// directly in d whose name is not in keep and that were last modified before
 // cutoff, at most sweepMax of them; more reports that it stopped there.
 func sweepDir(ctx context.Context, fio icebergio.IO, d metaDir, keep map[string]bool, cutoff time.Time) (n int, more bool, err error) {
 	lister, ok := fio.(icebergio.ListableIO)
-	if !ok {
+	if !ok || d.u == nil {
 		return 0, false, nil // the difference alone, then
 	}
 	var paths []string
@@ -329,7 +379,7 @@ func sweepDir(ctx context.Context, fio icebergio.IO, d metaDir, keep map[string]
 		// Walked paths are URIs or local paths, by IO: the name is the
 		// same in both.
 		name := path.Base(filepath.ToSlash(p))
-		if !strings.HasSuffix(name, ".avro") || keep[name] {
+		if !strings.HasSuffix(name, d.ext) || name == d.ext || keep[name] {
 			return nil
 		}
 		info, err := e.Info()

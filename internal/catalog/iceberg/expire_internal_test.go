@@ -46,3 +46,39 @@ func TestMetaDirName(t *testing.T) {
 		t.Errorf("escaped location: name(%s) = %q", d.file("u-m0.avro"), got)
 	}
 }
+
+// Of the position delete files, expiry deletes only .parquet files
+// directly in the deletes directory writePositionDeletes writes in, and
+// none of a table whose location holds an escape (its IO would address
+// another directory than the one written).
+func TestDeletesDirName(t *testing.T) {
+	d := deletesDir("file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t")
+	for p, want := range map[string]string{
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/12-sq0vy2hs.parquet": "12-sq0vy2hs.parquet",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/.posdel-123":         "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/x.avro":              "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/sub/1-x.parquet":     "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/../1-x.parquet":      "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/.parquet":            "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/metadata/1-x.parquet":        "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t/1-x.parquet":                 "",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/t2/deletes/1-x.parquet":        "",
+		"file:///srv/sink/public/t/g0001/base/00000001/part-00000.parquet":           "",
+		"file:///srv/sink/public/t/deletes/1-x.parquet":                              "",
+		"s3://srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/1-x.parquet":            "",
+		"/srv/sink/_pgcdc/iceberg/pgcdc/public/t/deletes/1-x.parquet":                "",
+	} {
+		if got := d.name(p); got != want {
+			t.Errorf("name(%q) = %q, want %q", p, got, want)
+		}
+	}
+	d = deletesDir("file:///srv/sink/_pgcdc/iceberg/pgcdc/public/%4Frders")
+	for _, p := range []string{
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/%4Frders/deletes/1-x.parquet",
+		"file:///srv/sink/_pgcdc/iceberg/pgcdc/public/Orders/deletes/1-x.parquet",
+	} {
+		if got := d.name(p); got != "" {
+			t.Errorf("escaped location: name(%q) = %q, want none", p, got)
+		}
+	}
+}

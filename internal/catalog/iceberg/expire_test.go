@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -28,6 +29,12 @@ import (
 // metadataDir is the local directory of table id's Iceberg metadata.
 func metadataDir(s *sink, id catalog.Ident) string {
 	return filepath.Join(append(append([]string{s.dir, "_pgcdc", "iceberg"}, id.Namespace...), id.Name, "metadata")...)
+}
+
+// deletesDir is the local directory of state table id's position delete
+// files.
+func deletesDir(s *sink, id catalog.Ident) string {
+	return filepath.Join(filepath.Dir(metadataDir(s, id)), "deletes")
 }
 
 // localPath is the local file of a file:// location.
@@ -68,6 +75,43 @@ func named(t *testing.T, cat icecat.Catalog, id catalog.Ident) map[int64][]strin
 	return out
 }
 
+// deleteFiles returns, by snapshot id, the position delete files each
+// snapshot of table id names live (local paths), read with iceberg-go
+// alone.
+func deleteFiles(t *testing.T, cat icecat.Catalog, id catalog.Ident) map[int64][]string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fio, err := tbl.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64][]string{}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		mfs, err := snap.Manifests(fio)
+		if err != nil {
+			t.Fatalf("%s: manifests of snapshot %d: %v", id, snap.SnapshotID, err)
+		}
+		out[snap.SnapshotID] = nil
+		for _, mf := range mfs {
+			if mf.ManifestContent() != iceberg.ManifestContentDeletes {
+				continue
+			}
+			es, err := mf.FetchEntries(fio, true)
+			if err != nil {
+				t.Fatalf("%s: manifest %s: %v", id, mf.FilePath(), err)
+			}
+			for _, e := range es {
+				out[snap.SnapshotID] = append(out[snap.SnapshotID], localPath(t, e.DataFile().FilePath()))
+			}
+		}
+	}
+	return out
+}
+
 // union is every path of refs.
 func union(refs map[int64][]string) map[string]bool {
 	out := map[string]bool{}
@@ -80,25 +124,29 @@ func union(refs map[int64][]string) map[string]bool {
 }
 
 // avros are the .avro files directly in dir.
-func avros(t *testing.T, dir string) map[string]bool {
+func avros(t *testing.T, dir string) map[string]bool { return files(t, dir, ".avro") }
+
+// files are the files ending in ext directly in dir (none when there is no
+// dir).
+func files(t *testing.T, dir, ext string) map[string]bool {
 	t.Helper()
 	es, err := os.ReadDir(dir)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
 	for _, e := range es {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".avro") {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ext) {
 			out[filepath.Join(dir, e.Name())] = true
 		}
 	}
 	return out
 }
 
-// outsideMetadata is every file of the sink but those in the tables'
-// Iceberg metadata directories, by path: its size and SHA-256 (pg-cdc's
-// Parquet files, its manifest, the state tables' position delete files).
-func outsideMetadata(t *testing.T, s *sink) map[string]string {
+// outsideIceberg is every file of the sink outside the tables' Iceberg
+// locations (_pgcdc/iceberg/), by path: its size and SHA-256 (pg-cdc's
+// Parquet files and its manifest).
+func outsideIceberg(t *testing.T, s *sink) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := filepath.WalkDir(s.dir, func(p string, e fs.DirEntry, err error) error {
@@ -107,7 +155,7 @@ func outsideMetadata(t *testing.T, s *sink) map[string]string {
 		}
 		rel, _ := filepath.Rel(s.dir, p)
 		if e.IsDir() {
-			if strings.HasPrefix(filepath.ToSlash(rel), "_pgcdc/iceberg/") && e.Name() == "metadata" {
+			if filepath.ToSlash(rel) == "_pgcdc/iceberg" {
 				return fs.SkipDir
 			}
 			return nil
@@ -162,15 +210,17 @@ func currentFilesExist(t *testing.T, cat icecat.Catalog, id catalog.Ident) int {
 // TestExpireDeletesExpiredMetadata publishes a changelog and a state
 // table (compactions among the versions, so the state table has position
 // delete files, replaced ones too), expires most of their snapshots, and
-// checks the metadata files only expired snapshots named are gone, those
-// of the retained snapshots all there, the tables whole and read the same,
-// and every other file of the sink untouched, byte for byte.
+// checks the metadata files and position delete files only expired
+// snapshots named are gone, those of the retained snapshots all there, the
+// tables whole and read the same (the state table's tombstones masked as
+// before), and every file of the sink outside the Iceberg locations
+// untouched, byte for byte.
 func TestExpireDeletesExpiredMetadata(t *testing.T) {
 	ctx := context.Background()
 	s := newSink(t)
 	cat, ad := openCatalog(t, s)
 	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, SnapshotMaxAge: 24 * time.Hour, Positions: positions(s)})
-	const commits = 30
+	const commits, compactions = 30, 3
 	for i := range commits {
 		lsn := 0x200 + i
 		m := s.delta([]row{{cdc.OpInsert, lsn, 10 + i, "x", 0}})
@@ -182,24 +232,68 @@ func TestExpireDeletesExpiredMetadata(t *testing.T) {
 		}
 	}
 	tables := []struct {
-		id   catalog.Ident
-		keep int
+		id    catalog.Ident
+		keep  int
+		state bool
 	}{
-		{catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t"), 5},
-		{catalog.StateIdent(catalog.DefaultPrefix, "public", "t"), 1},
+		{catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t"), 5, false},
+		{catalog.StateIdent(catalog.DefaultPrefix, "public", "t"), 1, true},
 	}
-	outside := outsideMetadata(t, s)
+	outside := outsideIceberg(t, s)
 	type state struct {
-		refs  map[int64][]string
-		avros map[string]bool
-		rows  []string
+		refs, dels map[int64][]string
+		avros      map[string]bool
+		parquets   map[string]bool // the position delete files on disk
+		rows       []string
 	}
 	before := map[string]state{}
 	for _, tb := range tables {
-		before[tb.id.String()] = state{named(t, cat, tb.id), avros(t, metadataDir(s, tb.id)), scan(t, cat, tb.id)}
+		before[tb.id.String()] = state{named(t, cat, tb.id), deleteFiles(t, cat, tb.id), avros(t, metadataDir(s, tb.id)),
+			files(t, deletesDir(s, tb.id), ".parquet"), scan(t, cat, tb.id)}
 	}
+	if st := before[tables[1].id.String()]; len(st.parquets) != compactions || len(union(st.dels)) != compactions {
+		t.Fatalf("the state table: %d position delete files on disk, its snapshots name %d, want %d", len(st.parquets), len(union(st.dels)), compactions)
+	}
+	equal(t, "the state table (key 2's tombstone masked)", before[tables[1].id.String()].rows, "I:1:a", "I:39:x")
 	time.Sleep(5 * time.Millisecond) // every snapshot older than the max age
 
+	// goneOf is what the snapshots of before, not of after, named, and
+	// no snapshot of after names; kept is what after names.
+	goneOf := func(before, after map[int64][]string) (gone, kept map[string]bool) {
+		kept = union(after)
+		gone = map[string]bool{}
+		for snap, paths := range before {
+			if _, ok := after[snap]; ok {
+				continue
+			}
+			for _, p := range paths {
+				if !kept[p] {
+					gone[p] = true
+				}
+			}
+		}
+		return gone, kept
+	}
+	// check: (a) what only expired snapshots named is gone; (b) what the
+	// retained ones name is all there; (c) nothing else went.
+	check := func(id catalog.Ident, what string, onDisk, had, gone, kept map[string]bool) {
+		t.Helper()
+		for p := range gone {
+			if onDisk[p] {
+				t.Errorf("%s: %s %s, named by expired snapshots only, is still there", id, what, filepath.Base(p))
+			}
+		}
+		for p := range kept {
+			if !onDisk[p] {
+				t.Errorf("%s: %s %s, named by a retained snapshot, is gone", id, what, filepath.Base(p))
+			}
+		}
+		want := maps.Clone(had)
+		maps.DeleteFunc(want, func(p string, _ bool) bool { return gone[p] })
+		if !maps.Equal(onDisk, want) {
+			t.Errorf("%s: %d %s files left, want %d: those there before less the %d only expired snapshots named", id, len(onDisk), what, len(want), len(gone))
+		}
+	}
 	for _, tb := range tables {
 		b := before[tb.id.String()]
 		n, err := ad.Expire(ctx, tb.id, time.Millisecond, tb.keep)
@@ -210,44 +304,23 @@ func TestExpireDeletesExpiredMetadata(t *testing.T) {
 		if len(after) != tb.keep || len(b.refs) < tb.keep+5 {
 			t.Fatalf("%s: %d snapshots, then %d retained, want many then %d", tb.id, len(b.refs), len(after), tb.keep)
 		}
-		kept := union(after)
-		gone := map[string]bool{}
-		for snap, paths := range b.refs {
-			if _, ok := after[snap]; ok {
-				continue
-			}
-			for _, p := range paths {
-				if !kept[p] {
-					gone[p] = true
-				}
-			}
-		}
+		gone, kept := goneOf(b.refs, after)
 		if len(gone) < len(b.refs)-tb.keep {
 			t.Errorf("%s: only %d files named by expired snapshots alone, fewer than the %d expired manifest lists", tb.id, len(gone), len(b.refs)-tb.keep)
 		}
-		// (a) what only expired snapshots named is gone, and Expire
-		// counted it; (b) what the retained ones name is all there.
-		onDisk := avros(t, metadataDir(s, tb.id))
-		for p := range gone {
-			if onDisk[p] {
-				t.Errorf("%s: %s, named by expired snapshots only, is still there", tb.id, filepath.Base(p))
-			}
+		check(tb.id, "metadata", avros(t, metadataDir(s, tb.id)), b.avros, gone, kept)
+		// The position delete files the replacements superseded are
+		// gone, the one the retained snapshot names is there.
+		goneDels, keptDels := goneOf(b.dels, deleteFiles(t, cat, tb.id))
+		if tb.state && (len(goneDels) != compactions-1 || len(keptDels) != 1) {
+			t.Errorf("%s: %d position delete files named by expired snapshots only, %d by the retained one, want %d and 1", tb.id, len(goneDels), len(keptDels), compactions-1)
 		}
-		for p := range kept {
-			if !onDisk[p] {
-				t.Errorf("%s: %s, named by a retained snapshot, is gone", tb.id, filepath.Base(p))
-			}
+		check(tb.id, "position delete", files(t, deletesDir(s, tb.id), ".parquet"), b.parquets, goneDels, keptDels)
+		if n != len(gone)+len(goneDels) {
+			t.Errorf("%s: Expire says it deleted %d files, %d were named by expired snapshots only", tb.id, n, len(gone)+len(goneDels))
 		}
-		want := maps.Clone(b.avros)
-		maps.DeleteFunc(want, func(p string, _ bool) bool { return gone[p] })
-		if !maps.Equal(onDisk, want) {
-			t.Errorf("%s: %d .avro files left, want the %d there before less the %d only expired snapshots named", tb.id, len(onDisk), len(want), len(gone))
-		}
-		if n != len(gone) {
-			t.Errorf("%s: Expire says it deleted %d files, %d were named by expired snapshots only", tb.id, n, len(gone))
-		}
-		// The table loads, scans the same, and every file its current
-		// snapshot names is there.
+		// The table loads, scans the same (the tombstones masked as
+		// before), and every file its current snapshot names is there.
 		equal(t, tb.id.String()+" after expiry", scan(t, cat, tb.id), b.rows...)
 		if currentFilesExist(t, cat, tb.id) == 0 {
 			t.Errorf("%s: the current snapshot names no file", tb.id)
@@ -257,9 +330,8 @@ func TestExpireDeletesExpiredMetadata(t *testing.T) {
 			t.Errorf("%s: a second expiry deleted %d files (%v)", tb.id, n, err)
 		}
 	}
-	// (c) Every data file, position delete file and pg-cdc file is as it
-	// was, byte for byte.
-	after := outsideMetadata(t, s)
+	// Every data file and pg-cdc file is as it was, byte for byte.
+	after := outsideIceberg(t, s)
 	if !maps.Equal(after, outside) {
 		for _, k := range slices.Sorted(maps.Keys(outside)) {
 			if after[k] != outside[k] {
@@ -272,17 +344,14 @@ func TestExpireDeletesExpiredMetadata(t *testing.T) {
 			}
 		}
 	}
-	var data, deletes int
+	data := 0
 	for k := range outside {
-		switch {
-		case strings.HasSuffix(k, ".parquet") && strings.Contains(k, "/deletes/"):
-			deletes++
-		case strings.HasSuffix(k, ".parquet"):
+		if strings.HasSuffix(k, ".parquet") {
 			data++
 		}
 	}
-	if data != 1+commits+3 || deletes != 3 {
-		t.Errorf("the sink holds %d data and %d position delete files, want %d and 3", data, deletes, 1+commits+3)
+	if data != 1+commits+compactions {
+		t.Errorf("the sink holds %d data files, want %d", data, 1+commits+compactions)
 	}
 }
 
@@ -461,6 +530,106 @@ func TestExpireSweepsLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(late); err != nil {
 		t.Errorf("swept again within the hour: %v", err)
+	}
+}
+
+// TestExpireSweepsPositionDeletes: the position delete files of state
+// table replacements whose snapshots were expired without deleting them
+// (by an earlier pg-cdc, or a process that died in between) are deleted
+// by the first expiry of a newly opened adapter once older than an hour;
+// the one the retained snapshot names, a younger unnamed one (a
+// concurrent replacement in flight), a temporary file of the writer and
+// a file in a subdirectory stay, the table reads the same, and every
+// file outside the Iceberg locations is untouched.
+func TestExpireSweepsPositionDeletes(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	cat, ad := openCatalog(t, s)
+	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, SnapshotMaxAge: 24 * time.Hour, Positions: positions(s)})
+	id := catalog.StateIdent(catalog.DefaultPrefix, "public", "t")
+	const compactions = 4
+	for i := range compactions {
+		lsn := 0x200 + i
+		s.delta([]row{{cdc.OpDelete, lsn, 2 + i, "", 0}})
+		rows := []row{{cdc.OpInsert, lsn, 1, "a", 0}}
+		for k := range i + 1 {
+			rows = append(rows, row{cdc.OpDelete, lsn, 2 + k, "", 0})
+		}
+		if _, err := p.Publish(ctx, s.compact(append(rows, row{cdc.OpInsert, lsn, 10 + i, "x", 0}), int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := scan(t, cat, id)
+	equal(t, "the state table (the tombstones masked)", rows, "I:1:a", "I:13:x")
+	outside := outsideIceberg(t, s)
+	time.Sleep(5 * time.Millisecond)
+	// Expiry as before: no file deleted.
+	tbl, err := cat.LoadTable(ctx, table.Identifier{"pgcdc", "public", "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithOlderThan(time.Millisecond), table.WithRetainLast(1), table.WithPostCommit(false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := deletesDir(s, id)
+	kept := union(deleteFiles(t, cat, id))
+	left := files(t, dir, ".parquet")
+	maps.DeleteFunc(left, func(p string, _ bool) bool { return kept[p] })
+	if len(kept) != 1 || len(left) != compactions-1 {
+		t.Fatalf("%d position delete files named by the retained snapshot, %d left behind, want 1 and %d", len(kept), len(left), compactions-1)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	for p := range files(t, dir, ".parquet") {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(p string, at time.Time) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stay := []string{filepath.Join(dir, "99-inflight.parquet"), filepath.Join(dir, ".posdel-1"), filepath.Join(dir, "sub", "1-x.parquet")}
+	put(stay[0], time.Now())
+	put(stay[1], old)
+	put(stay[2], old)
+
+	ad2 := adapter.New(cat, "file://"+s.dir) // a new process: the first expiry sweeps
+	n, err := ad2.Expire(ctx, id, 24*time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(left) {
+		t.Errorf("the sweep deleted %d files, want the %d position delete files left behind", n, len(left))
+	}
+	for p := range left {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s, left behind, is still there (%v)", filepath.Base(p), err)
+		}
+	}
+	for p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s, named by the retained snapshot: %v", filepath.Base(p), err)
+		}
+	}
+	for _, p := range stay {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	equal(t, "after the sweep", scan(t, cat, id), rows...)
+	if got := outsideIceberg(t, s); !maps.Equal(got, outside) {
+		t.Errorf("files outside the Iceberg locations changed: %d before, %d after", len(outside), len(got))
 	}
 }
 

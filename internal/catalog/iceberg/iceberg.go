@@ -2,8 +2,10 @@
 // port (catalog.Catalog): any of its catalogs (the embedded SQL catalog on
 // SQLite, REST, Glue), tables whose data files are the sink's own files,
 // addressed under the warehouse, the sink's root. The Iceberg metadata
-// (metadata JSON, manifest lists, manifests) lives under the sink's
-// _pgcdc/iceberg/ prefix, which pg-cdc's garbage collection never touches.
+// (metadata JSON, manifest lists, manifests) and the state tables'
+// position delete files live under the sink's _pgcdc/iceberg/ prefix,
+// which pg-cdc's garbage collection never touches (expiry deletes them:
+// expire.go).
 package iceberg
 
 import (
@@ -59,10 +61,12 @@ type Adapter struct {
 	// lists caches the manifests each manifest list names, by its path
 	// (listed): a manifest list is never rewritten either.
 	lists map[string][]unique.Handle[string]
-	// retry holds, by table, the metadata files an expiry failed to
-	// delete, which its next expiry deletes again (expire.go).
+	// retry holds, by table, the files an expiry failed to delete (its
+	// metadata files, its position delete files), which its next expiry
+	// deletes again (expire.go).
 	retry map[string][]string
-	// swept is when each table's metadata directory was last swept.
+	// swept is when each table's metadata and deletes directories were
+	// last swept.
 	swept map[string]time.Time
 	now   func() time.Time
 }
@@ -593,9 +597,14 @@ func (a *Adapter) entries(ctx context.Context, tbl *table.Table) (data, deletes 
 	return data, deletes, nil
 }
 
-// writePositionDeletes writes c.Masked as one position delete file under
-// the table's metadata directory (sorted by file and position, as the spec
-// asks) and returns its entry.
+// deletesSubdir is the directory of a state table's location that
+// writePositionDeletes writes its position delete files in, and expiry
+// deletes those no retained snapshot names from (expire.go).
+const deletesSubdir = "deletes"
+
+// writePositionDeletes writes c.Masked as one position delete file,
+// <version>-<time>.parquet in the table's deletes directory (sorted by
+// file and position, as the spec asks), and returns its entry.
 func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile, error) {
 	var rows []posDelete
 	for _, path := range slices.Sorted(maps.Keys(c.Masked)) {
@@ -609,7 +618,7 @@ func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile,
 		}
 		return cmp.Compare(x.Pos, y.Pos)
 	})
-	loc := a.tableLocation(c.Ident) + "/deletes/" + c.Summary[catalog.SummaryManifestVersion] + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".parquet"
+	loc := a.tableLocation(c.Ident) + "/" + deletesSubdir + "/" + c.Summary[catalog.SummaryManifestVersion] + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".parquet"
 	local, ok := strings.CutPrefix(loc, "file://")
 	if !ok {
 		return nil, fmt.Errorf("position deletes: %s is not on a filesystem warehouse", loc)
