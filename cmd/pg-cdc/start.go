@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/audit"
 	"github.com/pg-cdc/pg-cdc/internal/capture"
-	"github.com/pg-cdc/pg-cdc/internal/compact"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/daemon"
 )
@@ -55,7 +55,10 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 			ChunkRows: cfg.Backfill.ChunkRows, DiscoverInterval: cfg.Backfill.DiscoverInterval,
 		},
 		Retry: daemon.RetryPolicy{InitialBackoff: cfg.Retry.InitialBackoff, MaxBackoff: cfg.Retry.MaxBackoff, MaxAttempts: cfg.Retry.MaxAttempts},
-		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval, Policy: compactionPolicy(cfg),
+		Compaction: daemon.CompactionOptions{Interval: cfg.Compaction.Interval,
+			MinorFanout: int(cfg.Compaction.MinorFanout), MinorMaxBytes: cfg.Compaction.MinorMaxBytes,
+			MajorDeltaPercent: int(cfg.Compaction.MajorDeltaPercent), MajorMinBytes: cfg.Compaction.MajorMinBytes,
+			MaxDeltaFiles: int(cfg.Compaction.MaxDeltaFiles), MajorInterval: majorInterval(cfg),
 			MemoryBytes:     cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
 			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)},
@@ -67,19 +70,12 @@ func (app *cli) daemonOptions(c *capture.Capture, cfg config.Config) daemon.Opti
 	}
 }
 
-// compactionPolicy is the compaction section's thresholds, with a clock
-// that keeps a published state table within catalog.iceberg.state_max_age.
-func compactionPolicy(cfg config.Config) compact.Policy {
-	c := cfg.Compaction
-	every := c.MajorInterval
+// majorInterval is compaction.major_interval, shortened to keep a
+// published state table within catalog.iceberg.state_max_age.
+func majorInterval(cfg config.Config) time.Duration {
+	every := cfg.Compaction.MajorInterval
 	if s := cfg.Catalog.Iceberg.StateMaxAge; cfg.Catalog.Type != config.CatalogNone && s > 0 && (every == 0 || s < every) {
 		every = s
 	}
-	return compact.Policy{
-		Tiers:           compact.Tiers{Fanout: int(c.MinorFanout), MaxBytes: c.MinorMaxBytes},
-		MajorDeltaRatio: float64(c.MajorDeltaPercent) / 100,
-		MajorMinBytes:   c.MajorMinBytes,
-		MaxDeltaFiles:   int(c.MaxDeltaFiles),
-		MajorInterval:   every,
-	}
+	return every
 }

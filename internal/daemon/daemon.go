@@ -92,9 +92,12 @@ type StreamOptions struct {
 // CompactionOptions tune the compaction loop.
 type CompactionOptions struct {
 	// Interval is how often a pass runs beside the stream (0: never), and
-	// Policy which tables it compacts, and how.
+	// the thresholds which tables it compacts, and how (compact.Policy).
 	Interval                     time.Duration
-	Policy                       compact.Policy
+	MinorFanout, MaxDeltaFiles   int
+	MinorMaxBytes, MajorMinBytes int64
+	MajorDeltaPercent            int
+	MajorInterval                time.Duration
 	MemoryBytes, TargetFileBytes int64
 	TombstoneTTL, GracePeriod    time.Duration
 	// Retention is history.retention: garbage collection keeps every
@@ -315,7 +318,14 @@ func (d *daemon) startWatchers(pollers, background *stage) {
 func (d *daemon) startBackground(background *stage) {
 	o, obs := d.o, d.obs
 	if co := o.Compaction; co.Interval > 0 {
-		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, policy: co.Policy, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
+		policy := compact.Policy{
+			Tiers:           compact.Tiers{Fanout: co.MinorFanout, MaxBytes: co.MinorMaxBytes},
+			MajorDeltaRatio: float64(co.MajorDeltaPercent) / 100,
+			MajorMinBytes:   co.MajorMinBytes,
+			MaxDeltaFiles:   co.MaxDeltaFiles,
+			MajorInterval:   co.MajorInterval,
+		}
+		l := &compactionLoop{sink: d.c.Sink, every: co.Interval, policy: policy, grace: co.GracePeriod, log: o.Log, m: obs.metrics, done: obs.compacted,
 			observer: d.seam(manifest.Observer{}),
 			opts: compact.Options{ScratchDir: filepath.Join(o.Stream.StateDir, "compact"), MemoryBytes: co.MemoryBytes,
 				TombstoneTTL: co.TombstoneTTL, TargetFileBytes: co.TargetFileBytes, Log: o.Log, Retention: co.Retention, KeepRetired: co.KeepRetired,
