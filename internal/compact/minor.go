@@ -81,6 +81,9 @@ func planMinor(deltas []manifest.Delta, tiers Tiers) (i, j int, ok bool) {
 	return 0, 0, false
 }
 
+// errNothingMerged aborts a commit whose merges all lost to another writer.
+var errNothingMerged = errors.New("no merge left to commit")
+
 // Minor merges, in every table of the manifest, the runs of deltas tiers
 // say are due (planMinor), level after level, at most maxMergesPerTable a
 // table, and commits them all with one compare-and-swap: merges must not
@@ -156,8 +159,14 @@ func Minor(ctx context.Context, store blob.Store, mc *manifest.Committer, tiers 
 			t.Deltas = append(slices.Clone(p.merged), t.Deltas[len(p.orig):]...)
 			committed = append(committed, p.results...)
 		}
+		if len(committed) == 0 {
+			return errNothingMerged // no version for nothing
+		}
 		return nil
 	})
+	if errors.Is(err, errNothingMerged) {
+		return nil, errors.Join(errs...)
+	}
 	if err != nil {
 		return nil, errors.Join(append(errs, fmt.Errorf("minor compaction: commit: %w", err))...)
 	}

@@ -194,6 +194,9 @@ func TestMinorRacedByMajor(t *testing.T) {
 		t.Fatalf("minor raced by a major compaction: %+v, %v; want nothing merged, no error", results, err)
 	}
 	m := openCommitter(t, store).Current()
+	if m.Version != 6 { // the 4 deltas (2 to 5), the major (6), and no empty write after
+		t.Fatalf("manifest at version %d after the race; want 6: a minor compaction with nothing left wrote a version", m.Version)
+	}
 	if tab := m.Tables[testTable.ID.String()]; len(tab.Deltas) != 0 || tab.Base == nil || tab.Base.Epoch != 4 {
 		t.Fatalf("after the race: base %+v, deltas %+v; want the major compaction's base of epoch 4 alone", tab.Base, tab.Deltas)
 	}
