@@ -35,13 +35,12 @@ compaction:
 	base := "http://" + metricsAddr(t, d)
 	w := startIceWorkload(t, e, 1000, 150*time.Millisecond)
 	maxLevel := 0
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	e.waitFor("merges to reach level 3 while the publisher follows", 90*time.Second, func() bool {
 		for _, dl := range e.manifest().Tables[faultTable].Deltas {
 			maxLevel = max(maxLevel, dl.Level)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return maxLevel >= 3
+	})
 	w.stop()
 	e.waitCaughtUp(30 * time.Second)
 	waitPublished(t, e, base, 30*time.Second)

@@ -480,17 +480,7 @@ func TestExpireSweepsLeftovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put := func(p string, at time.Time) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(p string, at time.Time) { putFile(t, p, at) }
 	inFlight := filepath.Join(dir, "00000000-0000-0000-0000-000000000000-m0.avro")
 	put(inFlight, time.Now())
 	stay := []string{inFlight, filepath.Join(dir, "sub", "old.avro"), filepath.Join(dir, "notes.txt")}
@@ -502,24 +492,7 @@ func TestExpireSweepsLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(left) {
-		t.Errorf("the sweep deleted %d files, want the %d left behind", n, len(left))
-	}
-	for p := range left {
-		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s, left behind, is still there (%v)", filepath.Base(p), err)
-		}
-	}
-	for p := range kept {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s, named by a retained snapshot: %v", filepath.Base(p), err)
-		}
-	}
-	for _, p := range stay {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
-	}
+	assertSwept(t, n, left, kept, stay)
 	equal(t, "after the sweep", scan(t, cat, id), rows...)
 
 	// Within the hour the same adapter does not sweep again.
@@ -588,17 +561,7 @@ func TestExpireSweepsPositionDeletes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put := func(p string, at time.Time) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(p string, at time.Time) { putFile(t, p, at) }
 	stay := []string{filepath.Join(dir, "99-inflight.parquet"), filepath.Join(dir, ".posdel-1"), filepath.Join(dir, "sub", "1-x.parquet")}
 	put(stay[0], time.Now())
 	put(stay[1], old)
@@ -609,24 +572,7 @@ func TestExpireSweepsPositionDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(left) {
-		t.Errorf("the sweep deleted %d files, want the %d position delete files left behind", n, len(left))
-	}
-	for p := range left {
-		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s, left behind, is still there (%v)", filepath.Base(p), err)
-		}
-	}
-	for p := range kept {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s, named by the retained snapshot: %v", filepath.Base(p), err)
-		}
-	}
-	for _, p := range stay {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
-	}
+	assertSwept(t, n, left, kept, stay)
 	equal(t, "after the sweep", scan(t, cat, id), rows...)
 	if got := outsideIceberg(t, s); !maps.Equal(got, outside) {
 		t.Errorf("files outside the Iceberg locations changed: %d before, %d after", len(outside), len(got))
@@ -710,5 +656,44 @@ func TestExpireRetriesFailedDeletes(t *testing.T) {
 	}
 	if currentFilesExist(t, cat, id) != 1+10 {
 		t.Errorf("the current snapshot does not name the 11 change files")
+	}
+}
+
+// putFile writes a one-byte file at p (its directory made) modified at at.
+func putFile(t *testing.T, p string, at time.Time) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertSwept checks a sweep that deleted n files: exactly the files left
+// behind are gone, and those a retained snapshot names and those the sweep
+// must not touch are there.
+func assertSwept(t *testing.T, n int, left, kept map[string]bool, stay []string) {
+	t.Helper()
+	if n != len(left) {
+		t.Errorf("the sweep deleted %d files, want the %d left behind", n, len(left))
+	}
+	for p := range left {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s, left behind, is still there (%v)", filepath.Base(p), err)
+		}
+	}
+	for p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s, named by a retained snapshot: %v", filepath.Base(p), err)
+		}
+	}
+	for _, p := range stay {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }
