@@ -176,16 +176,11 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 				compacted = fmt.Sprintf("epoch %d, %s ago", t.Base.Epoch, now.Sub(*t.Base.CompactedAt).Round(time.Second))
 			}
 		}
-		var awaiting, files int64
-		var merged time.Time
+		files, awaiting := t.DeltaFiles()
+		merged := t.LastMerged()
 		for _, d := range t.Deltas {
 			changeRows += d.Rows
 			lastEpoch = max(lastEpoch, d.Epoch)
-			awaiting += d.Bytes()
-			files += int64(len(d.Files))
-			if d.MergedAt != nil && d.MergedAt.After(merged) {
-				merged = *d.MergedAt
-			}
 		}
 		bytes += awaiting
 		if files > DeltaFilesBound {

@@ -51,42 +51,24 @@ func (p *Policy) defaults() {
 	}
 }
 
-// Awaiting is what a table holds beside its base: the deltas a read merges
-// and a major compaction would fold.
-type Awaiting struct {
-	Files, Deltas int
-	Bytes         int64
-	BaseBytes     int64
-}
-
-// AwaitingOf measures mt.
-func AwaitingOf(mt *manifest.Table) Awaiting {
-	var a Awaiting
-	for _, d := range mt.Deltas {
-		a.Deltas++
-		a.Files += len(d.Files)
-		a.Bytes += d.Bytes()
-	}
-	if mt.Base != nil {
-		for _, f := range mt.Base.Files {
-			a.BaseBytes += f.Bytes
-		}
-	}
-	return a
-}
-
 // MajorDue says why mt needs a major compaction now, or "" when it does
 // not.
 func (p Policy) MajorDue(mt *manifest.Table, now time.Time) string {
 	p.defaults()
-	a := AwaitingOf(mt)
+	files, bytes := mt.DeltaFiles()
+	var baseBytes int64
+	if mt.Base != nil {
+		for _, f := range mt.Base.Files {
+			baseBytes += f.Bytes
+		}
+	}
 	switch {
-	case a.Deltas == 0:
+	case len(mt.Deltas) == 0:
 		return ""
-	case a.Files > p.MaxDeltaFiles:
-		return fmt.Sprintf("%d delta files, more than %d", a.Files, p.MaxDeltaFiles)
-	case a.Bytes >= p.MajorMinBytes && float64(a.Bytes) >= p.MajorDeltaRatio*float64(a.BaseBytes):
-		return fmt.Sprintf("%d delta bytes, %.2f of the base's %d", a.Bytes, float64(a.Bytes)/float64(max(a.BaseBytes, 1)), a.BaseBytes)
+	case files > p.MaxDeltaFiles:
+		return fmt.Sprintf("%d delta files, more than %d", files, p.MaxDeltaFiles)
+	case bytes >= p.MajorMinBytes && float64(bytes) >= p.MajorDeltaRatio*float64(baseBytes):
+		return fmt.Sprintf("%d delta bytes, %.2f of the base's %d", bytes, float64(bytes)/float64(max(baseBytes, 1)), baseBytes)
 	case p.MajorInterval > 0 && baseAge(mt, now) >= p.MajorInterval:
 		return fmt.Sprintf("base older than %s", p.MajorInterval)
 	}

@@ -300,10 +300,7 @@ func (o *observer) warnDeltas(m *manifest.Manifest) {
 		o.deltaWarned = map[string]bool{}
 	}
 	for key, t := range m.Tables {
-		var files int
-		for _, d := range t.Deltas {
-			files += len(d.Files)
-		}
+		files, _ := t.DeltaFiles()
 		switch {
 		case files > deltaWarnFiles && !o.deltaWarned[key]:
 			o.deltaWarned[key] = true

@@ -310,6 +310,28 @@ func (d Delta) Bytes() int64 {
 	return n
 }
 
+// DeltaFiles counts the table's delta files and their bytes: what every
+// read merges beside the base, and what a major compaction would fold.
+func (t *Table) DeltaFiles() (files int, bytes int64) {
+	for _, d := range t.Deltas {
+		files += len(d.Files)
+		bytes += d.Bytes()
+	}
+	return files, bytes
+}
+
+// LastMerged is when a minor compaction wrote the newest merged delta the
+// table holds; zero when it holds none.
+func (t *Table) LastMerged() time.Time {
+	var at time.Time
+	for _, d := range t.Deltas {
+		if d.MergedAt != nil && d.MergedAt.After(at) {
+			at = *d.MergedAt
+		}
+	}
+	return at
+}
+
 // File is one Parquet file, by key relative to the sink root.
 type File struct {
 	Path  string `json:"path"`

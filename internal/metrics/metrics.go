@@ -290,26 +290,13 @@ func (m *Metrics) SinkShape(mf *manifest.Manifest, encodedBytes int) {
 	seen := make(map[string]bool, len(mf.Tables))
 	for key, t := range mf.Tables {
 		seen[key] = true
-		var files int
-		var bytes int64
-		for _, d := range t.Deltas {
-			files += len(d.Files)
-			for _, f := range d.Files {
-				bytes += f.Bytes
-			}
-		}
+		files, bytes := t.DeltaFiles()
 		m.TableDeltaFiles.WithLabelValues(key).Set(float64(files))
 		m.TableDeltaBytes.WithLabelValues(key).Set(float64(bytes))
 		if t.Base != nil && t.Base.CompactedAt != nil {
 			m.TableLastCompaction.WithLabelValues(key, "major").Set(float64(t.Base.CompactedAt.Unix()))
 		}
-		var minor time.Time
-		for _, d := range t.Deltas {
-			if d.MergedAt != nil && d.MergedAt.After(minor) {
-				minor = *d.MergedAt
-			}
-		}
-		if !minor.IsZero() {
+		if minor := t.LastMerged(); !minor.IsZero() {
 			m.TableLastCompaction.WithLabelValues(key, "minor").Set(float64(minor.Unix()))
 		}
 	}

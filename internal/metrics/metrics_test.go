@@ -227,7 +227,8 @@ func TestServeRefusals(t *testing.T) {
 	}
 }
 
-// TestSinkShape: the delta files and bytes of each table and the
+// TestSinkShape: the delta files and bytes of each table, the time of its
+// newest compaction of each kind, and the
 // manifest's size follow the committed versions; a table gone from the
 // manifest loses its series.
 func TestSinkShape(t *testing.T) {
@@ -239,11 +240,19 @@ func TestSinkShape(t *testing.T) {
 		}
 		return d
 	}
+	compacted, merged := time.Unix(1_800_000_000, 0), time.Unix(1_800_000_060, 0)
 	mf := &manifest.Manifest{Tables: map[string]*manifest.Table{
-		"public.a": {Deltas: []manifest.Delta{delta(100, 50), delta(25)}},
+		"public.a": {Base: &manifest.Base{CompactedAt: &compacted}, Deltas: []manifest.Delta{delta(100, 50), delta(25)}},
 		"public.b": {},
 	}}
+	mf.Tables["public.a"].Deltas[1].MergedAt = &merged
 	m.SinkShape(mf, 4096)
+	if got := testutil.ToFloat64(m.TableLastCompaction.WithLabelValues("public.a", "major")); got != 1_800_000_000 {
+		t.Errorf("last major compaction of a = %v, want its base's time", got)
+	}
+	if got := testutil.ToFloat64(m.TableLastCompaction.WithLabelValues("public.a", "minor")); got != 1_800_000_060 {
+		t.Errorf("last minor compaction of a = %v, want its merged delta's time", got)
+	}
 	if got := testutil.ToFloat64(m.TableDeltaFiles.WithLabelValues("public.a")); got != 3 {
 		t.Errorf("delta files of a = %v, want 3", got)
 	}
@@ -257,5 +266,8 @@ func TestSinkShape(t *testing.T) {
 	m.SinkShape(mf, 1024)
 	if n := testutil.CollectAndCount(m.TableDeltaFiles); n != 1 {
 		t.Errorf("%d delta-file series after public.a left the manifest, want 1 (public.b)", n)
+	}
+	if n := testutil.CollectAndCount(m.TableLastCompaction); n != 0 {
+		t.Errorf("%d last-compaction series after public.a left the manifest, want 0", n)
 	}
 }
