@@ -228,9 +228,8 @@ func TestServeRefusals(t *testing.T) {
 }
 
 // TestSinkShape: the delta files and bytes of each table, the time of its
-// newest compaction of each kind, and the
-// manifest's size follow the committed versions; a table gone from the
-// manifest loses its series.
+// newest compaction of each kind, and the manifest's size follow the
+// committed versions; a table gone from the manifest loses its series.
 func TestSinkShape(t *testing.T) {
 	m := New(prometheus.NewRegistry(), "test")
 	delta := func(sizes ...int64) manifest.Delta {
