@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
@@ -57,9 +58,20 @@ func (d *demo) summarize(ctx context.Context, stats *workStats) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
+	store, err := fs.New(d.sink)
+	if err != nil {
+		return err
+	}
+	hist := manifest.NewHistory(store)
 	var sums []*tableSummary
 	for _, key := range sortedTables(m) {
-		s, err := d.summarizeTable(m.Tables[key], m.Garbage)
+		// The files major compactions folded: the manifest names them by
+		// ranges (its folds), the history by version.
+		folded, err := hist.Folded(ctx, key, 1, m.Version)
+		if err != nil {
+			return fmt.Errorf("table %s: the files compaction folded: %w", key, err)
+		}
+		s, err := d.summarizeTable(m.Tables[key], append(folded, m.Garbage...))
 		if err != nil {
 			return fmt.Errorf("table %s: %w", key, err)
 		}
@@ -139,11 +151,10 @@ func (d *demo) readManifest() (*manifest.Manifest, error) {
 // are the inserts after the last T.
 //
 // The change rows are counted over the table's deltas and over the delta
-// files a major compaction folded since (listed in the manifest's garbage
-// until history.retention passes; start compacts by default). The inputs
-// of a minor merge are not listed there: the merged file holds their rows,
-// so nothing is counted twice.
-func (d *demo) summarizeTable(t *manifest.Table, garbage []manifest.RetiredFile) (*tableSummary, error) {
+// files a major compaction folded since (start compacts by default), as
+// the history names them. The inputs of a minor merge are not among them:
+// the merged file holds their rows, so nothing is counted twice.
+func (d *demo) summarizeTable(t *manifest.Table, retired []manifest.RetiredFile) (*tableSummary, error) {
 	s := &tableSummary{key: t.ID().String()}
 	newest := map[string]version{}
 	var lastTruncate version
@@ -197,10 +208,10 @@ func (d *demo) summarizeTable(t *manifest.Table, garbage []manifest.RetiredFile)
 			}
 		}
 	}
-	folded := strings.Join([]string{manifest.EscapeKeyElement(t.Schema), manifest.EscapeKeyElement(t.Name),
+	deltaPrefix := strings.Join([]string{manifest.EscapeKeyElement(t.Schema), manifest.EscapeKeyElement(t.Name),
 		manifest.EscapeKeyElement(t.Generation), string(manifest.KindDelta)}, "/") + "/"
-	for _, g := range garbage {
-		if !strings.HasPrefix(g.Path, folded) {
+	for _, g := range retired {
+		if !strings.HasPrefix(g.Path, deltaPrefix) {
 			continue
 		}
 		// Folded into the base already: its rows count as changes, not

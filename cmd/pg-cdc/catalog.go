@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/capture"
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
@@ -28,8 +29,9 @@ func keepRetired(cfg config.Config) time.Duration {
 }
 
 // openPublisher opens the configured catalog and a publisher on it, or nil
-// when catalog.type is none; close releases the catalog.
-func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, func() error, error) {
+// when catalog.type is none; close releases the catalog. The publisher
+// reads sink's history (a changelog behind a major compaction).
+func openPublisher(cfg config.Config, sink blob.Store, log *slog.Logger) (*catalog.Publisher, func() error, error) {
 	if cfg.Catalog.Type == config.CatalogNone {
 		return nil, func() error { return nil }, nil
 	}
@@ -47,8 +49,17 @@ func openPublisher(cfg config.Config, log *slog.Logger) (*catalog.Publisher, fun
 		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, CommitInterval: ic.CommitInterval, Log: log,
 		// The tombstones a state table masks, read from the filesystem sink
 		// (the only one catalog.type iceberg publishes so far).
-		Positions: tombstones(root)})
+		Positions: tombstones(root), History: history(sink)})
 	return p, closeCat, nil
+}
+
+// history is sink's history, or nil without a sink (the publisher then
+// says it cannot read what a major compaction folded, never guesses).
+func history(sink blob.Store) *manifest.History {
+	if sink == nil {
+		return nil
+	}
+	return manifest.NewHistory(sink)
 }
 
 func newCatalogCmd(app *cli) *cobra.Command {
@@ -80,7 +91,7 @@ func (app *cli) catalogCommand(use, short string, act func(*catalog.Publisher, c
 		if err != nil {
 			return err
 		}
-		p, closeCat, err := openPublisher(cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		p, closeCat, err := openPublisher(cfg, sink, newLogger(cfg, cmd.ErrOrStderr()))
 		if err != nil {
 			return err
 		}
@@ -105,7 +116,7 @@ func (app *cli) catalogCommand(use, short string, act func(*catalog.Publisher, c
 // after init). A failure is a warning: the capture is made, and start
 // publishes at its first version.
 func publishAfterInit(ctx context.Context, cfg config.Config, sink capture.Sink, log *slog.Logger) {
-	p, closeCat, err := openPublisher(cfg, log)
+	p, closeCat, err := openPublisher(cfg, sink, log)
 	if err == nil {
 		defer closeCat()
 		var m *manifest.Manifest

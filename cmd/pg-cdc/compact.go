@@ -21,7 +21,7 @@ func newCompactCmd(app *cli) *cobra.Command {
 		o := capture.CompactOptions{MemoryBytes: cfg.Compaction.MemoryBudgetBytes,
 			TargetFileBytes: cfg.Compaction.TargetFileBytes, TombstoneTTL: cfg.Compaction.TombstoneTTL, GracePeriod: cfg.GC.GracePeriod,
 			Retention: cfg.History.Retention, KeepRetired: keepRetired(cfg)}
-		p, closeCat, err := openPublisher(cfg, c.Log) // gc keeps what the catalog's snapshots name
+		p, closeCat, err := openPublisher(cfg, c.Sink, c.Log) // gc keeps what the catalog's snapshots name
 		if err != nil {
 			return err
 		}

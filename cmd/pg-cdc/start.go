@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pg-cdc/pg-cdc/internal/audit"
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/capture"
 	"github.com/pg-cdc/pg-cdc/internal/config"
 	"github.com/pg-cdc/pg-cdc/internal/daemon"
@@ -23,7 +24,15 @@ func newStartCmd(app *cli) *cobra.Command {
 			// The catalog publisher follows the committed versions beside
 			// the stream (catalog.type iceberg); the run group stops it
 			// before Run returns, so the catalog closes after.
-			p, closeCat, err := openPublisher(cfg, c.Log)
+			var history blob.Store // the publisher reads the history on a client of its own
+			if cfg.Catalog.Type != config.CatalogNone {
+				s, err := openSink(ctx, cfg, nil)
+				if err != nil {
+					return err
+				}
+				history = s
+			}
+			p, closeCat, err := openPublisher(cfg, history, c.Log)
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ func newStatusCmd(app *cli) *cobra.Command {
 		if cfg.Catalog.Type != config.CatalogNone && s.Manifest != nil {
 			// What the catalog holds against this manifest: a failure to
 			// read it is shown, not fatal (the capture's status stands).
-			p, closeCat, err := openPublisher(cfg, c.Log)
+			p, closeCat, err := openPublisher(cfg, c.Sink, c.Log)
 			if err == nil {
 				defer closeCat()
 				var rep catalog.Report

@@ -221,6 +221,16 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 		fmt.Fprintf(out, "garbage:   %d retired files, oldest retired %s ago; deleted by compaction once older than gc.grace_period\n",
 			n, now.Sub(oldest).Round(time.Second))
 	}
+	if n := len(m.Folds); n > 0 {
+		oldest := m.Folds[0].Since
+		for _, f := range m.Folds {
+			if f.Since.Before(oldest) {
+				oldest = f.Since
+			}
+		}
+		fmt.Fprintf(out, "folded:    %d folds of files major compactions retired, the oldest begun %s ago; deleted once older than history.retention\n",
+			n, now.Sub(oldest).Round(time.Second))
+	}
 }
 
 // printAdjusted lists, per table and column, the values a documented type

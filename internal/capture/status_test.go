@@ -46,6 +46,7 @@ func TestPrintManifestCompaction(t *testing.T) {
 			{Path: "a", RetiredAt: now.Add(-10 * time.Minute)},
 			{Path: "b", RetiredAt: now.Add(-30 * time.Minute)},
 		},
+		Folds: []manifest.Fold{{Prefix: "public/orders/g0001/", Through: 40, Since: now.Add(-2 * time.Hour), RetiredAt: compacted}},
 	}
 	var out bytes.Buffer
 	printManifest(&out, m, now)
@@ -56,6 +57,7 @@ func TestPrintManifestCompaction(t *testing.T) {
 		"epoch 40, 1m30s ago",
 		`unchanged: public.orders column "note": 3 rows`,
 		"garbage:   2 retired files, oldest retired 30m0s ago",
+		"folded:    1 folds of files major compactions retired, the oldest begun 2h0m0s ago",
 		"AWAITING",
 		"3.0 KiB", // the bytes of orders' deltas
 		"20s ago", // orders' newest merge

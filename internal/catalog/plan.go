@@ -165,16 +165,18 @@ func retiredChangeFile(mt *manifest.Table, path string) bool {
 }
 
 // PlanChangelog is the commit that brings table key's changelog from pub to
-// manifest version m: the change files m has that pub lacks, and those m
+// manifest version m: the change files m has that pub lacks, and those
 // retired inside retention that pub lacks (a publisher that fell behind
-// across a compaction still publishes the deltas it folded); the files pub
-// has that m retired longer ago than retention (or that m no longer lists
-// at all: a minor compaction's inputs, whose merged file is added in the
-// same commit, so the changelog's rows stay the same); and m's schema when
-// pub's is another. It is a pure function of
-// its inputs, so a commit whose answer was lost plans to nothing the next
-// time: its files are published.
-func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, now time.Time, retention time.Duration) (Commit, error) {
+// across a compaction still publishes the deltas it folded): the ones m
+// lists in Garbage, and folded, the files the major compactions after
+// pub's version folded (Publisher.folded reads them from the history:
+// m's folds name ranges, not files); the files pub has that m retired
+// longer ago than retention (or that m no longer lists at all: a minor
+// compaction's inputs, whose merged file is added in the same commit, so
+// the changelog's rows stay the same); and m's schema when pub's is
+// another. It is a pure function of its inputs, so a commit whose answer
+// was lost plans to nothing the next time: its files are published.
+func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, now time.Time, retention time.Duration, folded []manifest.RetiredFile) (Commit, error) {
 	mt := m.Tables[key]
 	if mt == nil {
 		return Commit{}, fmt.Errorf("changelog of %s: no such table in manifest version %d", key, m.Version)
@@ -200,7 +202,7 @@ func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, no
 	}
 	retired := make(map[string]time.Time, len(m.Garbage))
 	cutoff := now.Add(-retention)
-	for _, g := range m.Garbage {
+	for _, g := range slices.Concat(m.Garbage, folded) {
 		retired[g.Path] = g.RetiredAt
 		if !live[g.Path] && !pub.Files[g.Path] && g.RetiredAt.After(cutoff) && retiredChangeFile(mt, g.Path) {
 			// Folded before it was published: its changes belong to the
@@ -213,7 +215,11 @@ func PlanChangelog(id Ident, key string, m *manifest.Manifest, pub Published, no
 		if live[path] {
 			continue
 		}
-		if at, ok := retired[path]; ok && at.After(cutoff) {
+		at, ok := retired[path]
+		if !ok {
+			at, ok = m.FoldedAt(path)
+		}
+		if ok && at.After(cutoff) {
 			continue // still inside the history's retention: its changes stay readable
 		}
 		c.Remove = append(c.Remove, path)

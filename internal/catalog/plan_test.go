@@ -60,6 +60,8 @@ func TestPlanChangelog(t *testing.T) {
 		name       string
 		mt         *manifest.Table
 		garbage    []manifest.RetiredFile
+		folds      []manifest.Fold
+		folded     []manifest.RetiredFile // what the history says the folds after pub's version took
 		pub        Published
 		add, rm    string
 		schema     bool
@@ -118,6 +120,37 @@ func TestPlanChangelog(t *testing.T) {
 			},
 			pub: Published{ManifestVersion: 4, SchemaID: 1, Files: set(key("delta", 1))},
 			add: "public/t/g0001/delta/00000002/from-00000001-part-00000.parquet", rm: key("delta", 1)},
+		{name: "a fold keeps the published files it holds inside the retention",
+			mt: func() *manifest.Table {
+				mt := table(true, []string{key("base", 5)}, key("delta", 6))
+				mt.Generation = "g0001"
+				return mt
+			}(),
+			folds: []manifest.Fold{{Prefix: "public/t/g0001/", From: 0, Through: 5, RetiredAt: now.Add(-time.Minute), Version: 5}},
+			pub:   Published{ManifestVersion: 6, SchemaID: 1, Files: set(key("base", 0), key("delta", 1), key("delta", 5))},
+			add:   key("delta", 6)},
+		{name: "the files of a fold past the retention leave",
+			mt: func() *manifest.Table {
+				mt := table(true, []string{key("base", 5)}, key("delta", 6))
+				mt.Generation = "g0001"
+				return mt
+			}(),
+			folds: []manifest.Fold{{Prefix: "public/t/g0001/", From: 0, Through: 5, RetiredAt: now.Add(-2 * time.Hour), Version: 5}},
+			pub:   Published{ManifestVersion: 7, SchemaID: 1, Files: set(key("base", 0), key("delta", 1), key("delta", 5), key("delta", 6))},
+			rm:    key("base", 0) + "," + key("delta", 1) + "," + key("delta", 5)},
+		{name: "a publisher behind a fold adds the change files the history says it took",
+			mt: func() *manifest.Table {
+				mt := table(true, []string{key("base", 5)}, key("delta", 6))
+				mt.Generation = "g0001"
+				return mt
+			}(),
+			folds: []manifest.Fold{{Prefix: "public/t/g0001/", From: 0, Through: 5, RetiredAt: now.Add(-time.Minute), Version: 5}},
+			folded: []manifest.RetiredFile{
+				{Path: key("delta", 1), RetiredAt: now.Add(-time.Minute)}, // published
+				{Path: key("delta", 4), RetiredAt: now.Add(-time.Minute)}, // folded before it was published
+			},
+			pub: Published{ManifestVersion: 3, SchemaID: 1, Files: set(key("base", 0), key("delta", 1))},
+			add: key("delta", 6) + "," + key("delta", 4)},
 		{name: "a file the manifest no longer lists at all leaves",
 			mt: table(false, nil, "d7"), pub: Published{ManifestVersion: 6, SchemaID: 1, Files: set("gone", "d7")}, rm: "gone"},
 		{name: "a new schema version",
@@ -130,8 +163,8 @@ func TestPlanChangelog(t *testing.T) {
 			}(), pub: Published{ManifestVersion: 1, SchemaID: 1, Files: set("d1")}, schema: true, wantSchema: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := &manifest.Manifest{Version: 9, Tables: map[string]*manifest.Table{"public.t": c.mt}, Garbage: c.garbage}
-			got, err := PlanChangelog(id, "public.t", m, c.pub, now, retention)
+			m := &manifest.Manifest{Version: 9, Tables: map[string]*manifest.Table{"public.t": c.mt}, Garbage: c.garbage, Folds: c.folds}
+			got, err := PlanChangelog(id, "public.t", m, c.pub, now, retention, c.folded)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +182,7 @@ func TestPlanChangelog(t *testing.T) {
 			}
 		})
 	}
-	if _, err := PlanChangelog(id, "public.nope", &manifest.Manifest{Version: 3}, Published{}, now, retention); err == nil || !strings.Contains(err.Error(), "public.nope") {
+	if _, err := PlanChangelog(id, "public.nope", &manifest.Manifest{Version: 3}, Published{}, now, retention, nil); err == nil || !strings.Contains(err.Error(), "public.nope") {
 		t.Errorf("unknown table: %v", err)
 	}
 }

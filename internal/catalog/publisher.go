@@ -85,6 +85,9 @@ type Options struct {
 	// versions committed within one interval become one Iceberg snapshot
 	// (0: every version as it lands).
 	CommitInterval time.Duration
+	// History reads the manifest versions a changelog that fell behind
+	// across a major compaction needs (folded): the sink's history log.
+	History *manifest.History
 	// After is the timer Follow waits the commit interval on (nil:
 	// time.After).
 	After    func(time.Duration) <-chan time.Time
@@ -164,11 +167,7 @@ func (p *Publisher) Inspect(ctx context.Context, m *manifest.Manifest) ([]TableS
 			ts.Drift = &Drift{Missing: true, Add: len(ChangeFiles(mt)), Schema: true}
 		default:
 			ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
-			var c Commit
-			if c, err = PlanChangelog(id, key, m, pub, p.o.Now(), p.o.Retention); err == nil {
-				ts.Drift = &Drift{Add: len(c.Add), Remove: len(c.Remove), Schema: c.Schema != nil}
-				ts.Metadata, err = p.o.Catalog.MetadataLocation(ctx, id)
-			}
+			ts.Drift, ts.Metadata, err = p.drift(ctx, id, key, m, pub)
 		}
 		if err != nil {
 			ts.Err = err.Error()
@@ -185,6 +184,21 @@ func (p *Publisher) Inspect(ctx context.Context, m *manifest.Manifest) ([]TableS
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// drift is what publishing m would change in a changelog holding pub, and
+// its metadata location.
+func (p *Publisher) drift(ctx context.Context, id Ident, key string, m *manifest.Manifest, pub Published) (*Drift, string, error) {
+	folded, err := p.folded(ctx, key, m, pub)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := PlanChangelog(id, key, m, pub, p.o.Now(), p.o.Retention, folded)
+	if err != nil {
+		return nil, "", err
+	}
+	loc, err := p.o.Catalog.MetadataLocation(ctx, id)
+	return &Drift{Add: len(c.Add), Remove: len(c.Remove), Schema: c.Schema != nil}, loc, err
 }
 
 // inspectState compares a state table with m's base (files and schema; a
@@ -299,8 +313,12 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 	if pub.ManifestVersion >= m.Version {
 		return ts, nil // published already (by this process, another, or a commit whose answer was lost)
 	}
+	folded, err := p.folded(ctx, key, m, pub)
+	if err != nil {
+		return ts, err
+	}
 	now := p.o.Now()
-	c, err := PlanChangelog(id, key, m, pub, now, p.o.Retention)
+	c, err := PlanChangelog(id, key, m, pub, now, p.o.Retention, folded)
 	if err != nil {
 		return ts, err
 	}
@@ -319,6 +337,53 @@ func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manif
 		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()), ts.Committed)
 	}
 	return ts, nil
+}
+
+// folded lists the change files that the major compactions of table key
+// committed after pub's version folded, for the changelog to add those it
+// lacks (PlanChangelog): m's folds name ranges of files, so the files are
+// read from the history, walking the versions from pub's to the newest
+// fold's and taking what the table held before each version that replaced
+// its base. Nothing is walked while the changelog is up to date with the
+// folds (a publisher keeping up walks a few versions a fold), or for a new
+// changelog, which starts from the table's current files. A walk the
+// history cannot make (the versions are past its retention) is a warning:
+// those changes stay readable in pg-cdc's changes views, not in the
+// changelog.
+func (p *Publisher) folded(ctx context.Context, key string, m *manifest.Manifest, pub Published) ([]manifest.RetiredFile, error) {
+	mt := m.Tables[key]
+	if pub.ManifestVersion == 0 || mt == nil {
+		return nil, nil
+	}
+	prefix := manifest.FoldPrefix(mt)
+	var newest uint64
+	for _, f := range m.Folds {
+		if f.Prefix == prefix {
+			newest = max(newest, f.Version)
+		}
+	}
+	if newest <= pub.ManifestVersion {
+		return nil, nil
+	}
+	if p.o.History == nil {
+		return nil, fmt.Errorf("changelog of %s: manifest versions %d to %d folded files the changelog may lack, and the publisher has no history to read them from", key, pub.ManifestVersion, newest)
+	}
+	out, err := p.o.History.Folded(ctx, key, pub.ManifestVersion, newest)
+	if errors.Is(err, manifest.ErrNotReadable) || errors.Is(err, manifest.ErrOutsideRetention) {
+		p.o.Log.Warn("changelog: the history no longer holds the versions whose compactions folded files the changelog lacks; their changes are not published",
+			"table", key, "published_version", pub.ManifestVersion, "newest_fold_version", newest, "error", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("changelog of %s: the files compactions folded after manifest version %d: %w", key, pub.ManifestVersion, err)
+	}
+	for i, f := range out {
+		// Stamped as the fold holds them, so adding and removing agree.
+		if at, ok := m.FoldedAt(f.Path); ok {
+			out[i].RetiredAt = at
+		}
+	}
+	return out, nil
 }
 
 // ensure loads the Iceberg table id, creating it with mt's schema when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,15 +163,24 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 
 	current := currentGenerations(m)
 	spans := mergedSpans(m)
+	var waiting []string // files folds hold that this pass keeps
 	for _, obj := range objects {
 		if strings.HasPrefix(obj.Key, "_pgcdc/") || !strings.HasSuffix(obj.Key, ".parquet") || live[obj.Key] || listed[obj.Key] {
 			continue
 		}
-		if at, ok := spans.retired(obj.Key); ok {
-			// A delta file a minor compaction merged: retired when the
-			// delta that holds its rows was written, and kept like any
-			// retired file.
+		at, ok := spans.retired(obj.Key)
+		fat, folded := m.FoldedAt(obj.Key)
+		if folded {
+			at, ok = later(at, fat), true
+		}
+		if ok {
+			// A delta file a minor compaction merged, or a file a major
+			// one folded: retired when the delta that holds its rows or
+			// the fold was written, and kept like any retired file.
 			if at.After(retiredCutoff) || keep[obj.Key] || obj.Modified.IsZero() || obj.Modified.After(cutoff) {
+				if folded {
+					waiting = append(waiting, obj.Key)
+				}
 				res.Waiting++
 				continue
 			}
@@ -213,7 +223,13 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 		res.Bytes += obj.Size
 	}
 
-	if len(due) > 0 {
+	// A fold is dropped once its files are all deleted: one a retained or
+	// pinned version still names keeps its fold, so it stays a retired
+	// file, never taken for an orphan or for a live one.
+	expired := func(f manifest.Fold) bool {
+		return !f.RetiredAt.After(retiredCutoff) && !slices.ContainsFunc(waiting, f.Holds)
+	}
+	if len(due) > 0 || slices.ContainsFunc(m.Folds, expired) {
 		gone := make(map[string]bool, len(due))
 		for _, k := range due {
 			gone[k] = true
@@ -226,6 +242,7 @@ func Collect(ctx context.Context, store blob.Store, mc *manifest.Committer, o Co
 				}
 			}
 			m.Garbage = kept
+			m.Folds = slices.DeleteFunc(m.Folds, expired)
 			return nil
 		})
 		if err != nil {
@@ -430,4 +447,12 @@ func deltaKey(key string) (prefix, rest string, ok bool) {
 		return "", "", false
 	}
 	return strings.Join(parts[:4], "/") + "/", parts[4] + "/" + parts[5], true
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -213,7 +213,8 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 		for _, d := range t.Deltas {
 			switch {
 			case folded[d.Epoch]:
-				m.Garbage = appendRetired(m.Garbage, d.Files, now)
+				// Retired by the fold below, with every other file of
+				// the range.
 			case d.Epoch <= res.Epoch:
 				// Only a writer that is not the streamer could add an old
 				// epoch; folding around it would lose it.
@@ -222,9 +223,12 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 				kept = append(kept, d)
 			}
 		}
+		var from uint64
 		if t.Base != nil {
-			m.Garbage = appendRetired(m.Garbage, t.Base.Files, now)
+			from = t.Base.Epoch
 		}
+		// The commit's version is the one after the version read.
+		m.AddFold(t, from, res.Epoch, m.Version+1, now, opts.foldWindow())
 		t.Deltas = kept
 		t.Base = base
 		return nil
@@ -248,13 +252,16 @@ func sameBase(a, b *manifest.Base) bool {
 	return a.Epoch == b.Epoch && slices.EqualFunc(a.Files, b.Files, func(x, y manifest.File) bool { return x.Path == y.Path })
 }
 
-func appendRetired(list []manifest.RetiredFile, files []manifest.File, at time.Time) []manifest.RetiredFile {
-	for _, f := range files {
-		if !slices.ContainsFunc(list, func(r manifest.RetiredFile) bool { return r.Path == f.Path }) {
-			list = append(list, manifest.RetiredFile{Path: f.Path, RetiredAt: at})
-		}
+// foldWindow is how long a table's fold keeps taking its next major
+// compactions in (manifest.AddFold): an eighth of the time retired files
+// are kept, so a table holds about nine folds, and none of its files is
+// kept more than an eighth longer than it must be.
+func (o *Options) foldWindow() time.Duration {
+	keep := max(o.Retention, o.KeepRetired)
+	if keep <= 0 {
+		keep = DefaultGracePeriod
 	}
-	return list
+	return keep / 8
 }
 
 type written struct {

@@ -271,7 +271,7 @@ func TestTombstoneTTL(t *testing.T) {
 }
 
 // Deltas the streamer commits while a compaction runs survive it, and the
-// retired files are listed for garbage collection.
+// retired files are held by a fold for garbage collection.
 func TestCompactKeepsConcurrentDeltas(t *testing.T) {
 	store := memory.New()
 	newManifest(t, store)
@@ -292,8 +292,15 @@ func TestCompactKeepsConcurrentDeltas(t *testing.T) {
 	if res.Epoch != 1 || len(tab.Deltas) != 1 || tab.Deltas[0].Epoch != 2 || tab.Base.Epoch != 1 {
 		t.Fatalf("after a compaction raced by a flush: result epoch %d, base %+v, deltas %+v", res.Epoch, tab.Base, tab.Deltas)
 	}
-	if len(mt.Garbage) != 1 || mt.Garbage[0].Path != manifest.FileKey(testTable.ID, gen, manifest.KindDelta, 1, 0) {
-		t.Fatalf("garbage %+v: want the folded delta of epoch 1", mt.Garbage)
+	folded, kept := manifest.FileKey(testTable.ID, gen, manifest.KindDelta, 1, 0), manifest.FileKey(testTable.ID, gen, manifest.KindDelta, 2, 0)
+	if _, ok := mt.FoldedAt(folded); !ok || len(mt.Folds) != 1 || len(mt.Garbage) != 0 {
+		t.Fatalf("folds %+v, garbage %+v: want one fold holding the delta of epoch 1", mt.Folds, mt.Garbage)
+	}
+	if _, ok := mt.FoldedAt(kept); ok {
+		t.Fatalf("folds %+v hold the delta of epoch 2 the streamer committed during the compaction", mt.Folds)
+	}
+	if _, ok := mt.FoldedAt(tab.Base.Files[0].Path); ok {
+		t.Fatalf("folds %+v hold the new base %s", mt.Folds, tab.Base.Files[0].Path)
 	}
 	if got := mergedState(t, store, t.TempDir()); !maps.Equal(got, map[int64]stateRow{1: {a: 2, big: "y"}}) {
 		t.Fatalf("merged state %v", got)

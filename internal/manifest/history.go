@@ -298,6 +298,32 @@ func (h *History) notReadable(ctx context.Context, v uint64, cause error) (*Mani
 }
 
 func (h *History) rebuild(ctx context.Context, c, v uint64) (*Manifest, error) {
+	tree, err := h.rebuildTree(ctx, c, v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTree(tree, v)
+}
+
+// decodeTree decodes version v from its generic tree.
+func decodeTree(tree any, v uint64) (*Manifest, error) {
+	data, err := json.Marshal(tree)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilt version %d: %w", v, err)
+	}
+	m, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilt version %d: %w", v, err)
+	}
+	if m.Version != v {
+		return nil, fmt.Errorf("rebuilt version %d: it says version %d", v, m.Version)
+	}
+	return m, nil
+}
+
+// rebuildTree is version v's generic tree, from checkpoint c and the
+// entries after it.
+func (h *History) rebuildTree(ctx context.Context, c, v uint64) (any, error) {
 	raw, err := h.get(ctx, CheckpointKey(c))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint of version %d: %w", c, err)
@@ -333,18 +359,69 @@ func (h *History) rebuild(ctx context.Context, c, v uint64) (*Manifest, error) {
 			return nil, fmt.Errorf("log entry of version %d: %w", e.Version, err)
 		}
 	}
-	data, err := json.Marshal(tree)
+	return tree, nil
+}
+
+// Walk calls fn with every version from from to to, in order. It rebuilds
+// from once and then applies each later entry, so a run of n versions
+// reads n entries where n calls of At would read a chain each; a version
+// whose entry is missing is read by At (from a later checkpoint, or the
+// manifest itself for the newest). Errors are At's.
+func (h *History) Walk(ctx context.Context, from, to uint64, fn func(*Manifest) error) error {
+	if from == 0 || to < from {
+		return fmt.Errorf("walk manifest versions %d to %d: %w: not a range of versions", from, to, ErrNotReadable)
+	}
+	m, err := h.At(ctx, from)
 	if err != nil {
-		return nil, fmt.Errorf("rebuilt version %d: %w", v, err)
+		return err
 	}
-	m, err := Decode(data)
+	var tree any
+	for v := from; ; v++ {
+		if err := fn(m); err != nil || v == to {
+			return err
+		}
+		if tree == nil {
+			if tree, err = treeOf(m); err != nil {
+				return err
+			}
+		}
+		next, err := h.entryAfter(ctx, tree, v+1)
+		if err != nil {
+			// Lost, or not written yet: At knows where else to look.
+			if m, err = h.At(ctx, v+1); err != nil {
+				return err
+			}
+			tree = nil
+			continue
+		}
+		if m, err = decodeTree(next, v+1); err != nil {
+			return err
+		}
+		tree = next
+	}
+}
+
+// treeOf is m's generic tree, as its stored encoding decodes.
+func treeOf(m *Manifest) (any, error) {
+	data, err := m.Encode()
 	if err != nil {
-		return nil, fmt.Errorf("rebuilt version %d: %w", v, err)
+		return nil, err
 	}
-	if m.Version != v {
-		return nil, fmt.Errorf("rebuilt version %d: it says version %d", v, m.Version)
+	return decodeGeneric(data)
+}
+
+// entryAfter applies version v's entry to tree, version v-1's.
+func (h *History) entryAfter(ctx context.Context, tree any, v uint64) (any, error) {
+	data, err := h.get(ctx, LogEntryKey(v))
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	e, err := decodeEntry(data, v)
+	if err != nil {
+		return nil, err
+	}
+	h.cache(e.Header)
+	return applyOps(tree, e.Ops)
 }
 
 // search returns the smallest version in (lo, hi] whose header satisfies

@@ -63,6 +63,10 @@ type Manifest struct {
 	// an older manifest may, so they are deleted only once they have been
 	// retired for gc.grace_period (design.md §2).
 	Garbage []RetiredFile `json:"garbage,omitempty"`
+	// Folds are the ranges of files major compactions retired (fold.go):
+	// a few per table, however long it has run, where Garbage would list
+	// every file. Garbage still lists what a generation switch retires.
+	Folds []Fold `json:"folds,omitempty"`
 	// Writer identifies the process whose commit last moved the stream
 	// (epoch or end LSN): the lineage of the epochs. A committer that finds
 	// another writer here after a conflict has been superseded.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -467,4 +468,68 @@ func TestState(t *testing.T) {
 			t.Errorf("inspect %s %s: drift %+v, metadata %q", ts.Kind, ts.Iceberg, ts.Drift, ts.Metadata)
 		}
 	}
+}
+
+// fold commits a major compaction as pg-cdc's does: a compacted base of
+// rows, and a fold in place of the files it retired (manifest.AddFold;
+// this sink's keys number files by a counter, which stands for the epoch).
+func (s *sink) fold(rows []row) *manifest.Manifest {
+	f := s.write("base", rows)
+	return s.commit(func(m *manifest.Manifest, mt *manifest.Table) {
+		at := s.now
+		from := uint64(1) // the snapshot base's key
+		if mt.Base != nil && mt.Base.CompactedAt != nil {
+			from = mt.Base.Epoch
+		}
+		m.AddFold(mt, from, uint64(s.n), m.Version+1, at, time.Hour)
+		mt.Base = &manifest.Base{Epoch: uint64(s.n), MaxLSN: m.EndLSN, RowCount: int64(len(rows)), Files: []manifest.File{f},
+			CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
+		mt.Deltas = nil
+	})
+}
+
+// TestChangelogBehindAFold: a publisher that last published before a major
+// compaction folded deltas it never published finds them in the sink's
+// history (the manifest's fold names a range, not files) and publishes
+// them, so the changelog holds every change; the folded files it had
+// published stay inside the retention. Without a history it says so
+// rather than publish a changelog with a gap.
+func TestChangelogBehindAFold(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	cat, ad := openCatalog(t, s)
+	clock := time.Now()
+	opts := catalog.Options{Catalog: ad, Retention: time.Hour, Now: func() time.Time { return clock }, Positions: positions(s), History: manifest.NewHistory(s.store)}
+	p := catalog.New(opts)
+	id := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
+	m := s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	s.delta([]row{{cdc.OpDelete, 0x300, 2, "", 0}})
+	s.delta([]row{{cdc.OpInsert, 0x400, 4, "d", 0}})
+	s.fold([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x400, 4, "d", 0}})
+	m = s.delta([]row{{cdc.OpInsert, 0x500, 5, "e", 0}})
+	if len(m.Garbage) != 0 || len(m.Folds) != 1 {
+		t.Fatalf("garbage %v, folds %+v: want the compaction recorded as one fold", m.Garbage, m.Folds)
+	}
+
+	noHistory := opts
+	noHistory.History = nil
+	if _, err := catalog.New(noHistory).Publish(ctx, m); err == nil || !strings.Contains(err.Error(), "public.t") {
+		t.Fatalf("a publisher without the history published across a fold: %v", err)
+	}
+	equal(t, "nothing published without the history", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c", "U:1:a2")
+
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "behind a fold", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c", "U:1:a2", "D:2:-", "I:4:d", "I:5:e")
+
+	clock = clock.Add(2 * time.Hour)
+	m = s.delta([]row{{cdc.OpInsert, 0x600, 6, "f", 0}})
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "past the retention", scan(t, cat, id), "I:5:e", "I:6:f")
 }
