@@ -87,7 +87,7 @@ func TestDependencyDirection(t *testing.T) {
 	// the servers, the catalog publisher); never the streaming internals
 	// nor the read path's transports, which serve builds.
 	wires := []string{"internal/config", "internal/logging", "internal/cdc", "internal/audit", "internal/capture", "internal/daemon",
-		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
+		"internal/manifest", "internal/postgres", "internal/postgres/rdsiam", "internal/blob", "internal/blob/fs", "internal/blob/s3", "internal/blob/gcs",
 		"internal/query", "internal/readpath", "internal/refs", "internal/serve", "internal/metrics",
 		"internal/catalog", "internal/catalog/iceberg", "internal/profiling"}
 	for _, d := range imports[mod+"cmd/pg-cdc"] {

@@ -31,7 +31,11 @@
 //     defaults with a flush a second and the Iceberg catalog under a
 //     steady workload for --soak-duration, sampled every 10 s; growth
 //     ratios against the criteria, SVG charts beside the report,
-//     and the sink compared with the source at the end (soak.go).
+//     and the sink compared with the source at the end by an independent
+//     reader, DuckDB over the files the manifest names (soak.go,
+//     soak_oracle.go). With --soak-kill, kill mode: SIGKILL and a restart
+//     every interval, kills aimed at compactions, and an outside sampler
+//     of the slot's confirmed LSN against the manifest (soak_kill.go).
 //
 // Every consumer runs as a child process, so wall time, CPU time and peak
 // RSS come from the same place (wait4's rusage) for all of them. The
@@ -104,6 +108,9 @@ type options struct {
 	// second, the rows each table is seeded with.
 	soakDuration                   time.Duration
 	soakTables, soakRate, soakRows int
+	// soakKill is kill mode's interval between kills (0: the default
+	// soak, no kills).
+	soakKill time.Duration
 }
 
 func main() {
@@ -149,6 +156,7 @@ func main() {
 	flag.IntVar(&o.soakTables, "soak-tables", 10, "tables of the soak")
 	flag.IntVar(&o.soakRate, "soak-rate", 200, "changes per second of the soak's steady workload")
 	flag.IntVar(&o.soakRows, "soak-rows", 20_000, "rows each soak table is seeded with")
+	flag.DurationVar(&o.soakKill, "soak-kill", 0, "kill mode: SIGKILL pg-cdc start every this long during the soak and restart it at once, every other kill aimed at a compaction, with an outside LSN sampler (0: off; e.g. 2m)")
 	flag.BoolVar(&o.full, "full", false, "the issue's full sizes: a 10M-row snapshot table and a 10M-row compaction, a 1 h soak")
 	flag.StringVar(&o.only, "only", "", "comma-separated subset: w1,w2,w3,w4,w6,w5,compact,lag,read,serve,catalog,soak (default all but soak, which runs only when named)")
 	flag.IntVar(&o.flushSec, "flush-interval", 1, "pg-cdc flush.interval_sec (and standby_interval_sec) for the runs")
@@ -176,6 +184,10 @@ func main() {
 	}
 	if o.soakDuration < 30*time.Second || o.soakTables < 1 || o.soakRate < 1 || o.soakRows < 100 {
 		fmt.Fprintln(os.Stderr, "pgcdc-bench: --soak-duration must be ≥ 30s, --soak-tables and --soak-rate ≥ 1, --soak-rows ≥ 100")
+		os.Exit(2)
+	}
+	if o.soakKill != 0 && (o.soakKill < soakMinKillEvery || o.soakKill >= o.soakDuration) {
+		fmt.Fprintf(os.Stderr, "pgcdc-bench: --soak-kill must be 0 (off) or at least %s and shorter than --soak-duration (%s), so that at least one kill happens\n", soakMinKillEvery, o.soakDuration)
 		os.Exit(2)
 	}
 	if o.reps < 1 || o.rows < o.txnRows || o.txnRows < 1 || o.wideRows < o.txnRows || o.compactRows < 100 || o.pgbenchScale < 1 || o.pgbenchTxns < pgbenchClients || o.pgbenchReps < 1 || o.readRows < 1000 || o.readEpochs < 1 || o.serveRows < 1000 || o.serveClients < 1 || o.serveMaxConcurrent < 1 || o.serveRate < 1 || o.catalogRows < o.txnRows || o.catalogVersions < 2 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pg-cdc/pg-cdc/internal/catalog/iceberg"
 	"github.com/pg-cdc/pg-cdc/internal/cdc"
+	"github.com/pg-cdc/pg-cdc/internal/manifest"
 )
 
 // Soak (issue 29 item 5): pg-cdc start with every setting at its default
@@ -42,12 +43,20 @@ import (
 // interval), compactions by kind, the replication lag, and the latency of
 // two pg-cdc query runs (count(*) and a filtered aggregate of one table).
 // At the end the workload stops, the sink catches up with the source's WAL
-// position, the daemon gets SIGTERM, and pg-cdc dump of every table is
-// compared with PostgreSQL's COPY of it.
+// position, the daemon gets SIGTERM, and every table is compared with
+// PostgreSQL by an independent reader: DuckDB over the Parquet files the
+// manifest names, merged by soak_oracle.go, value by value. pg-cdc dump's
+// CSV against PostgreSQL's COPY is compared too (pg-cdc's own reader).
+//
+// With --soak-kill the same soak runs in kill mode (soak_kill.go): SIGKILL
+// and an immediate restart every interval, some kills aimed at
+// compactions, and an outside sampler checking that the slot is never
+// confirmed past the manifest's end LSN.
 //
 // The issue's pass criteria: flush p50 and p99, manifest bytes, count(*)
 // latency and RSS each grow at most 1.5× between minute 2 and the end;
-// delta files per table stay ≤ 64 throughout.
+// delta files per table stay ≤ 64 throughout. In kill mode they are
+// reported but not judged: every restart resets the process they measure.
 //
 // The section runs only when named (--only soak): at 10 minutes it would
 // make the default run longer by more than half.
@@ -93,10 +102,12 @@ type soakResult struct {
 	verify                    []soakVerified
 	charts                    []soakChartFile
 	loadStart, loadEnd        string
+	kill                      *soakKillResult // nil: the default soak
 }
 
 type soakSample struct {
 	at      time.Duration // since the workload started
+	life    int           // which pg-cdc start process (kill mode restarts it), from 0
 	changes int64         // committed so far
 	ok      bool          // the scrape succeeded
 	m       daemonMetrics
@@ -108,12 +119,24 @@ type soakSample struct {
 	countLat, filterLat     float64       // seconds; NaN when the query failed
 }
 
+// soakVerified is one table's end check, by two readers of the sink.
 type soakVerified struct {
-	table            string
-	pgRows, sinkRows int
-	equal            bool
-	detail           string // why not, when not equal
+	table  string
+	pgRows int
+	// The independent reader: DuckDB over the files the manifest names
+	// (soak_oracle.go), against PostgreSQL's rows value by value.
+	duckRows   int
+	duckEqual  bool
+	duckDetail string // why not, when not equal: the first differing rows
+	duckFiles  int
+	dupChanges int64 // replayed change rows the merge folded (not a difference)
+	// pg-cdc's own reader: pg-cdc dump's CSV against COPY's, byte for byte.
+	dumpRows   int
+	dumpEqual  bool
+	dumpDetail string
 }
+
+func (v soakVerified) equal() bool { return v.duckEqual && v.dumpEqual }
 
 type soakChartFile struct{ path, link, title string }
 
@@ -126,6 +149,10 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 	res.sqlCount = "SELECT count(*) AS n FROM " + res.queryTable
 	res.sqlFilter = "SELECT sum(a) AS s FROM " + res.queryTable + " WHERE id % 7 = 3"
 	h.logf("soak: %d tables of %s rows, %d changes/s for %s", res.tables, count(res.seedRows), res.rate, res.duration)
+	if o.soakKill > 0 {
+		res.kill = &soakKillResult{every: o.soakKill}
+		h.logf("soak: kill mode: SIGKILL and a restart every %s", o.soakKill)
+	}
 
 	c, err := h.soakDatabase(ctx, res)
 	if err != nil {
@@ -145,18 +172,42 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 	}
 	h.logf("soak: pg-cdc init in %s", res.init.Wall.Round(100*time.Millisecond))
 
-	start, err := startProc(h.bin, []string{"-c", r.config, "start"}, nil, filepath.Join(r.dir, "start.log"))
-	if err != nil {
+	// Kill mode: the outside LSN sampler, from now (the manifest exists)
+	// to the last stop.
+	stopSampler := func() soakLSNResult { return soakLSNResult{} }
+	if res.kill != nil {
+		sc, err := pgx.Connect(ctx, h.cluster.URL(soakDB))
+		if err != nil {
+			return nil, fmt.Errorf("LSN sampler: %w", err)
+		}
+		s := &soakLSNSampler{slot: r.slot, manifestPath: filepath.Join(r.sink, manifest.Key)}
+		sctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(sctx, sc)
+		}()
+		stopSampler = sync.OnceValue(func() soakLSNResult {
+			cancel()
+			wg.Wait()
+			sc.Close(context.Background())
+			return s.result()
+		})
+		defer stopSampler()
+	}
+
+	d := newSoakDaemon(h.bin, r)
+	if err := d.start(); err != nil {
 		return nil, err
 	}
-	defer start.kill()
-	pid := start.cmd.Process.Pid
+	defer d.kill()
 	client := &http.Client{Timeout: 5 * time.Second}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if start.exited() {
-			return nil, fmt.Errorf("pg-cdc start exited early: %s", logTail(r.dir, "start.log"))
+		if exited, log := d.exited(); exited {
+			return nil, fmt.Errorf("pg-cdc start exited early: %s", logTail(r.dir, log))
 		}
 		if _, err := scrapeMetrics(ctx, client, metricsURL); err == nil {
 			break
@@ -214,7 +265,31 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 	}
 	// Sample 0, at the workload's start: the baseline of the first
 	// interval.
-	res.samples = append(res.samples, h.soakSample(ctx, client, metricsURL, r, pid, load, res))
+	res.samples = append(res.samples, h.soakSample(ctx, client, metricsURL, r, d, load, res))
+
+	// Kill mode: the killer, from the workload's start to its stop.
+	var (
+		killWG  sync.WaitGroup
+		killErr error // guarded by workMu
+	)
+	kctx, stopKills := context.WithCancel(ctx)
+	// On every return: the killer stops before the workers and the daemon.
+	defer func() {
+		stopKills()
+		killWG.Wait()
+	}()
+	if res.kill != nil {
+		killWG.Add(1)
+		go func() {
+			defer killWG.Done()
+			if err := h.soakKiller(kctx, d, filepath.Join(r.dir, "state", "compact"), res.began, res.kill); err != nil {
+				workMu.Lock()
+				killErr = err
+				workMu.Unlock()
+			}
+		}()
+	}
+
 	stopAt := res.began.Add(res.duration)
 	tick := time.NewTicker(soakEvery)
 	defer tick.Stop()
@@ -224,16 +299,19 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
-		if start.exited() {
-			return nil, fmt.Errorf("pg-cdc start exited during the soak: %s", logTail(r.dir, "start.log"))
-		}
 		workMu.Lock()
-		err := workErr
+		err, kerr := workErr, killErr
 		workMu.Unlock()
+		if kerr != nil {
+			return nil, fmt.Errorf("kill mode: %w", kerr)
+		}
+		if exited, log := d.exited(); exited {
+			return nil, fmt.Errorf("pg-cdc start exited during the soak: %s", logTail(r.dir, log))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("workload: %w", err)
 		}
-		s := h.soakSample(ctx, client, metricsURL, r, pid, load, res)
+		s := h.soakSample(ctx, client, metricsURL, r, d, load, res)
 		res.samples = append(res.samples, s)
 		if n := len(res.samples); n > 1 && (n-1)%6 == 0 {
 			h.logf("soak: %s", res.logLine(n-1))
@@ -243,8 +321,13 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 		}
 	}
 
-	// The end: stop the workload, wait for the sink to hold everything
-	// committed, stop the daemon.
+	// The end: stop the killer and the workload, wait for the sink to hold
+	// everything committed, stop the daemon.
+	stopKills()
+	killWG.Wait()
+	if killErr != nil {
+		return nil, fmt.Errorf("kill mode: %w", killErr)
+	}
 	stopWork()
 	workWG.Wait()
 	res.elapsed = time.Since(res.began)
@@ -254,17 +337,34 @@ func (h *harness) soak(ctx context.Context) (*soakResult, error) {
 	load.totals(res)
 	res.loadEnd = loadAvg()
 	h.logf("soak: workload stopped: %s changes in %s transactions (%.0f/s); waiting for the sink", count(int(res.changes)), count(int(res.txns)), float64(res.changes)/res.elapsed.Seconds())
-	if err := h.soakCatchUp(ctx, c, r, start, res); err != nil {
+	if err := h.soakCatchUp(ctx, c, r, d, res); err != nil {
 		return nil, err
 	}
+	start, life, _ := d.current()
 	res.final = res.samples[len(res.samples)-1].m // should the last scrape fail
 	if m, err := scrapeMetrics(ctx, client, metricsURL); err == nil {
-		res.final = m
+		res.final = d.cumulative(life, m)
 	}
-	res.hwm = procStatusBytes(pid, "VmHWM:")
+	res.hwm = procStatusBytes(start.cmd.Process.Pid, "VmHWM:")
 	if res.start, err = start.stop(2 * time.Minute); err != nil {
 		res.stopErr = err.Error()
 		h.logf("soak: pg-cdc start did not stop cleanly: %v", err)
+	}
+	if k := res.kill; k != nil {
+		k.lsn = stopSampler()
+		k.cpu = d.cpu + res.start.CPU
+		k.logs = d.logNames()
+		for _, name := range k.logs {
+			b, err := os.ReadFile(filepath.Join(r.dir, name))
+			if err != nil {
+				return nil, fmt.Errorf("kill mode: %w", err)
+			}
+			minor, major := countCompactionLogs(string(b))
+			k.minor += minor
+			k.major += major
+		}
+		h.logf("soak: kill mode: %d kills (%d aimed at a compaction, %d left one unfinished), %d restarts; LSN sampler: %d samples, %d violations, %d errors; %d minor and %d major compactions over %d lives",
+			len(k.kills), k.aimed(), k.landed(), k.restarts, k.lsn.samples, k.lsn.violations, k.lsn.errors, k.minor, k.major, len(k.logs))
 	}
 
 	if err := h.soakVerify(ctx, c, r, res); err != nil {
@@ -362,8 +462,10 @@ catalog:
 
 // soakSample takes one sample; what fails to read is NaN (or 0 bytes) and
 // counted, not fatal: the daemon's exit is checked by the caller.
-func (h *harness) soakSample(ctx context.Context, client *http.Client, metricsURL string, r pgcdcRun, pid int, load *soakLoad, res *soakResult) soakSample {
-	s := soakSample{at: time.Since(res.began), changes: load.changes.Load(), deltaMax: math.NaN(), deltaMean: math.NaN()}
+func (h *harness) soakSample(ctx context.Context, client *http.Client, metricsURL string, r pgcdcRun, d *soakDaemon, load *soakLoad, res *soakResult) soakSample {
+	p, life, _ := d.current()
+	pid := p.cmd.Process.Pid
+	s := soakSample{at: time.Since(res.began), life: life, changes: load.changes.Load(), deltaMax: math.NaN(), deltaMean: math.NaN()}
 	s.rss = procStatusBytes(pid, "VmRSS:")
 	s.cpu, _ = procCPU(pid)
 	m, err := scrapeMetrics(ctx, client, metricsURL)
@@ -373,7 +475,7 @@ func (h *harness) soakSample(ctx context.Context, client *http.Client, metricsUR
 		nan := math.NaN()
 		s.m = daemonMetrics{flushes: nan, manifestBytes: nan, minor: nan, major: nan, lag: nan}
 	} else {
-		s.ok, s.m = true, m
+		s.ok, s.m = true, d.cumulative(life, m)
 		if len(m.deltaFiles) > 0 {
 			s.deltaMax, s.deltaMean = 0, 0
 			for _, n := range m.deltaFiles {
@@ -429,7 +531,7 @@ func (h *harness) soakQuery(ctx context.Context, r pgcdcRun, sqlText string, res
 // position at the workload's stop. A non-transactional logical message
 // after that position, sent again every 5 s, lets the idle daemon record
 // it (design.md §1.3) even without a keepalive.
-func (h *harness) soakCatchUp(ctx context.Context, c *pgx.Conn, r pgcdcRun, start *proc, res *soakResult) error {
+func (h *harness) soakCatchUp(ctx context.Context, c *pgx.Conn, r pgcdcRun, d *soakDaemon, res *soakResult) error {
 	var lsn string
 	if err := c.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
 		return err
@@ -447,8 +549,8 @@ func (h *harness) soakCatchUp(ctx context.Context, c *pgx.Conn, r pgcdcRun, star
 				break
 			}
 		}
-		if start.exited() {
-			return fmt.Errorf("pg-cdc start exited while catching up: %s", logTail(r.dir, "start.log"))
+		if exited, log := d.exited(); exited {
+			return fmt.Errorf("pg-cdc start exited while catching up: %s", logTail(r.dir, log))
 		}
 		if time.Since(began) > 5*time.Minute {
 			h.logf("soak: the manifest's end LSN %s did not reach %s within 5 minutes", res.endLSN, res.stopLSN)
@@ -471,12 +573,28 @@ func (h *harness) soakCatchUp(ctx context.Context, c *pgx.Conn, r pgcdcRun, star
 	return nil
 }
 
-// soakVerify compares, for every table, pg-cdc dump's CSV with
-// PostgreSQL's COPY CSV of the same ordered query (the e2e tests' check).
+// soakVerify compares every table of the sink with PostgreSQL's, by two
+// readers. The independent one, which the verdict rests on: DuckDB over
+// the Parquet files the manifest names, merged by soak_oracle.go, against
+// PostgreSQL's rows, value by value. pg-cdc's own: pg-cdc dump's CSV
+// against PostgreSQL's COPY CSV of the same ordered query (the e2e tests'
+// check), byte for byte.
 func (h *harness) soakVerify(ctx context.Context, c *pgx.Conn, r pgcdcRun, res *soakResult) error {
 	if _, err := c.Exec(ctx, "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET extra_float_digits = 1"); err != nil {
 		return err
 	}
+	m := readManifest(r)
+	if m == nil {
+		return fmt.Errorf("the sink's manifest is missing or unreadable")
+	}
+	// DuckDB in this process, unlike the read section's children: the
+	// soak is the run's last section, so no measured child started after
+	// it inherits DuckDB's high-water RSS (see renderRead).
+	db, err := openOracle(ctx, filepath.Join(r.dir, "duckdb-tmp"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	for i := range res.tables {
 		t := soakTable(i)
 		v := soakVerified{table: "public." + t}
@@ -484,18 +602,40 @@ func (h *harness) soakVerify(ctx context.Context, c *pgx.Conn, r pgcdcRun, res *
 		if _, err := c.PgConn().CopyTo(ctx, &want, "COPY (SELECT * FROM "+t+" ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)"); err != nil {
 			return fmt.Errorf("COPY %s: %w", t, err)
 		}
-		v.pgRows = max(0, strings.Count(want.String(), "\n")-1)
 		got, _, err := runProc(10*time.Minute, h.bin, []string{"-c", r.config, "dump", "--table", v.table, "--format", "csv"}, nil, filepath.Join(r.dir, "dump-"+t+".log"))
 		if err != nil {
-			v.detail = fmt.Sprintf("pg-cdc dump: %v %s", err, logTail(r.dir, "dump-"+t+".log"))
+			v.dumpDetail = fmt.Sprintf("pg-cdc dump: %v %s", err, logTail(r.dir, "dump-"+t+".log"))
 		} else {
-			v.sinkRows = max(0, strings.Count(got, "\n")-1)
-			v.equal = got == want.String()
-			if !v.equal {
-				v.detail = firstDiff(got, want.String())
+			v.dumpRows = max(0, strings.Count(got, "\n")-1)
+			v.dumpEqual = got == want.String()
+			if !v.dumpEqual {
+				v.dumpDetail = firstDiff(got, want.String())
 			}
 		}
-		h.logf("soak: %s: PostgreSQL %s rows, the sink %s: equal %v %s", v.table, count(v.pgRows), count(v.sinkRows), v.equal, v.detail)
+
+		pgRows, err := pgSoakRows(ctx, c, t)
+		if err != nil {
+			return err
+		}
+		v.pgRows = len(pgRows)
+		if mt := m.Tables[v.table]; mt == nil {
+			v.duckDetail = "the manifest has no such table"
+		} else {
+			sinkRows, info, err := oracleRows(ctx, db, r.sink, mt)
+			v.duckFiles, v.dupChanges = info.files, info.dupChanges
+			if err != nil {
+				v.duckDetail = err.Error()
+			} else {
+				v.duckRows = len(sinkRows)
+				n, first := diffSoakRows(pgRows, sinkRows, 3)
+				v.duckEqual = n == 0
+				if n > 0 {
+					v.duckDetail = fmt.Sprintf("%d differences; the first: %s", n, strings.Join(first, "; "))
+				}
+			}
+		}
+		h.logf("soak: %s: PostgreSQL %s rows; DuckDB over the manifest's %d files %s rows, equal %v %s; pg-cdc dump %s rows, equal %v %s",
+			v.table, count(v.pgRows), v.duckFiles, count(v.duckRows), v.duckEqual, v.duckDetail, count(v.dumpRows), v.dumpEqual, v.dumpDetail)
 		res.verify = append(res.verify, v)
 	}
 	return nil

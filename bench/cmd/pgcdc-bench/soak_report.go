@@ -56,7 +56,8 @@ func (res *soakResult) interval(a, b int) soakInterval {
 	if d := (sb.at - sa.at).Seconds(); d > 0 {
 		out.changesPerSec = float64(sb.changes-sa.changes) / d
 	}
-	if n := sb.changes - sa.changes; n > 0 && sb.cpu > 0 && sa.cpu > 0 {
+	// CPU is per process: over a restart (kill mode) it is unknown.
+	if n := sb.changes - sa.changes; n > 0 && sb.cpu > 0 && sa.cpu > 0 && sa.life == sb.life {
 		out.cpuPerChange = float64((sb.cpu - sa.cpu).Microseconds()) / float64(n)
 	}
 	if j := res.okAtOrBefore(b); j == b {
@@ -189,19 +190,27 @@ func (res *soakResult) series() []soakSeries {
 }
 
 // verdict is PASS when every criterion passed, the sink equals the source
-// for every table, the daemon caught up and stopped cleanly.
+// for every table (by both readers), the daemon caught up and stopped
+// cleanly. In kill mode the growth criteria are informational (each
+// restart resets the process they measure) and kill mode's own part
+// counts instead: kills, restarts, and an LSN sampler that took samples
+// and saw no violation.
 func (res *soakResult) verdict() bool {
+	end := res.allEqual() && res.caughtUp && res.stopErr == ""
+	if res.kill != nil {
+		return end && res.kill.pass()
+	}
 	for _, s := range res.series() {
 		if s.criterion && !s.pass() {
 			return false
 		}
 	}
-	return res.allEqual() && res.caughtUp && res.stopErr == ""
+	return end
 }
 
 func (res *soakResult) allEqual() bool {
 	for _, v := range res.verify {
-		if !v.equal {
+		if !v.equal() {
 			return false
 		}
 	}
@@ -242,14 +251,25 @@ func (r *report) renderSoak(p func(string, ...any)) {
 		return
 	}
 	m := r.machine
-	p("## Soak (issue 29)\n\n")
-	p("Measured %s on %d CPUs (%s, %s, %s; load average %s at the section's start, %s at its end), %s, pg-cdc `%s`. Reproduce: `make bench BENCH_FLAGS=\"--only soak\"` (`--soak-duration`, default 10m, 1h with `--full`; `--soak-tables`, `--soak-rate`, `--soak-rows`). Not part of the default run (it would lengthen it by more than half): only when named.\n\n",
-		res.began.UTC().Format("2006-01-02 15:04 UTC"), m.nproc, m.cpu, m.memory, m.kernel, res.loadStart, res.loadEnd, strings.SplitN(m.postgres, " on ", 2)[0], strings.ReplaceAll(m.pgcdc, "\n", "; "))
+	k := res.kill
+	if k == nil {
+		p("## Soak (issue 29)\n\n")
+		p("Measured %s on %d CPUs (%s, %s, %s; load average %s at the section's start, %s at its end), %s, pg-cdc `%s`. Reproduce: `make bench BENCH_FLAGS=\"--only soak\"` (`--soak-duration`, default 10m, 1h with `--full`; `--soak-tables`, `--soak-rate`, `--soak-rows`; `--soak-kill` for kill mode). Not part of the default run (it would lengthen it by more than half): only when named.\n\n",
+			res.began.UTC().Format("2006-01-02 15:04 UTC"), m.nproc, m.cpu, m.memory, m.kernel, res.loadStart, res.loadEnd, strings.SplitN(m.postgres, " on ", 2)[0], strings.ReplaceAll(m.pgcdc, "\n", "; "))
+	} else {
+		p("## Soak (issue 29), kill mode\n\n")
+		p("Measured %s on %d CPUs (%s, %s, %s; load average %s at the section's start, %s at its end), %s, pg-cdc `%s`. Reproduce: `make bench BENCH_FLAGS=\"--only soak --soak-kill %s\"` (`--soak-duration`, default 10m, 1h with `--full`; `--soak-tables`, `--soak-rate`, `--soak-rows`). Not part of the default run: only when named.\n\n",
+			res.began.UTC().Format("2006-01-02 15:04 UTC"), m.nproc, m.cpu, m.memory, m.kernel, res.loadStart, res.loadEnd, strings.SplitN(m.postgres, " on ", 2)[0], strings.ReplaceAll(m.pgcdc, "\n", "; "), k.every)
+	}
 	verdict := "FAIL"
 	if res.verdict() {
 		verdict = "PASS"
 	}
-	p("**Verdict: %s** (every criterion below, the sink equal to the source for every table, the catch-up and a clean stop).\n\n", verdict)
+	if k == nil {
+		p("**Verdict: %s** (every criterion below, the sink equal to the source for every table by an independent reader and by pg-cdc's own, the catch-up and a clean stop).\n\n", verdict)
+	} else {
+		p("**Verdict: %s** (kill mode: at least one kill, each followed by a restart; the outside LSN sampler took samples and saw no violation; the sink equal to the source for every table by an independent reader and by pg-cdc's own; the catch-up and a clean stop. The growth criteria are informational here: each restart resets the process they measure).\n\n", verdict)
+	}
 	p("`pg-cdc start` with every setting at its default except these (compaction is on by default: `compaction.interval` 10 s, minor merges of 8 deltas, major compactions on their thresholds; the Iceberg publisher with every `catalog.iceberg` setting at its default):\n\n```yaml\n%s```\n\n", res.settings)
 	p("The source: %d tables `(id bigint primary key, a int, b text, c numeric(12,2), d timestamptz)`, %s rows each, snapshotted by `pg-cdc init` (%s). ", res.tables, count(res.seedRows), res.init.Wall.Round(100*time.Millisecond))
 	p("The workload for %s: two connections, each committing transactions of 1–%d statements over random tables (in (table, key) order, so they never deadlock) at %d changes/s between them: 60 %% updates of a, c, d by key, 20 %% updates of b too, 10 %% inserts of new keys, 10 %% deletes by key. ", res.elapsed.Round(time.Second), soakMaxTxn, res.rate)
@@ -264,6 +284,9 @@ func (r *report) renderSoak(p func(string, ...any)) {
 
 	base, end := res.soakWindows()
 	p("### Growth and the issue's criteria\n\n")
+	if k != nil {
+		p("Kill mode: informational, not part of the verdict. RSS and CPU are of the process alive at each sample; flush quantiles over an interval with a restart in it are of the new process's flushes only; compaction counts add up the lives.\n\n")
+	}
 	p("*Minute 2* is the window %s–%s, *the end* %s–%s: the flush quantiles and the CPU per change are over the window, the other series the median of its samples (a single sample of RSS or of a query's latency is noisy).\n\n", clock(base[0]), clock(base[1]), clock(end[0]), clock(end[1]))
 	p("| series | minute 2 | the end | end ÷ minute 2 | criterion | result |\n| --- | ---: | ---: | ---: | --- | --- |\n")
 	for _, s := range res.series() {
@@ -275,6 +298,9 @@ func (r *report) renderSoak(p func(string, ...any)) {
 		case s.limit > 0:
 			crit = fmt.Sprintf("≤ %.1f×", s.limit)
 			result = passFail(s.pass())
+		}
+		if k != nil && s.criterion {
+			crit += " (informational in kill mode)"
 		}
 		p("| %s | %s | %s | %s | %s | %s |\n", s.name, s.format(s.base), s.format(s.end), ratioOr(s.ratio()), crit, result)
 	}
@@ -289,24 +315,36 @@ func (r *report) renderSoak(p func(string, ...any)) {
 	if res.stopErr != "" {
 		stop = "**did not stop cleanly on SIGTERM**: " + strings.ReplaceAll(res.stopErr, "\n", " ")
 	}
-	p("After the workload stopped, %s; `pg-cdc start` %s. Over its life it used %s of CPU; its VmHWM was %s. ", caught, stop, res.start.CPU.Round(100*time.Millisecond), bytesIEC(res.hwm))
-	p("Compactions committed inside start: %s minor, %s major; %s flushes. ", f0Or(res.final.minor), f0Or(res.final.major), f0Or(res.final.flushes))
+	if k == nil {
+		p("After the workload stopped, %s; `pg-cdc start` %s. Over its life it used %s of CPU; its VmHWM was %s. ", caught, stop, res.start.CPU.Round(100*time.Millisecond), bytesIEC(res.hwm))
+		p("Compactions committed inside start: %s minor, %s major; %s flushes. ", f0Or(res.final.minor), f0Or(res.final.major), f0Or(res.final.flushes))
+	} else {
+		p("After the workload stopped, %s; the last `pg-cdc start` (process %d of %d) %s. It used %s of CPU, all the processes %s; its VmHWM was %s. Compactions: see *Kill mode* below. ", caught, len(k.logs), len(k.logs), stop, res.start.CPU.Round(100*time.Millisecond), k.cpu.Round(100*time.Millisecond), bytesIEC(res.hwm))
+	}
 	if res.queryErrors > 0 {
 		p("**%d `pg-cdc query` runs failed** (the last: `%s`). ", res.queryErrors, strings.ReplaceAll(tail(res.lastQueryErr, 3), "\n", " "))
 	}
 	if res.scrapeErrors > 0 {
 		p("%d scrapes of `/metrics` failed (those samples lack its series). ", res.scrapeErrors)
 	}
-	p("\n\nThe sink against the source, every table: `pg-cdc dump --table T --format csv` (base and deltas merged by pg-cdc's own reader) against PostgreSQL's `COPY (SELECT * FROM T ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)` (TimeZone UTC, ISO dates), byte for byte.\n\n")
-	p("| table | rows in PostgreSQL | rows in the sink | equal |\n| --- | ---: | ---: | --- |\n")
-	for _, v := range res.verify {
-		eq := "✅ equal"
-		if !v.equal {
-			eq = "❌ **not equal**: " + strings.ReplaceAll(v.detail, "|", "\\|")
+	p("\n\nThe sink against the source, every table, by two readers:\n\n")
+	p("- **DuckDB (independent)**: an in-process DuckDB reads the Parquet files `_pgcdc/manifest.json` names for the table (its base and its deltas, nothing listed from the directory) and merges them with SQL written in the harness apart from pg-cdc's own merge (`soak_oracle.go`: per key the newest version by (`__lsn`, `__seq`) wins, a base row before a replayed copy of it, a delete is no row; a truncate or a column left unchanged by TOAST, which the soak never produces, fails the table rather than being guessed). Every row is compared with PostgreSQL's `SELECT id, a, b, c::text, d FROM T`, value by value (id, a and b exact, c as numeric(12,2) text, d to the microsecond in UTC): the counts, every value, and no key missing, extra or held twice. *Replayed change rows* are delta rows repeating another's (key, `__lsn`, `__seq`): the same change written twice, which the merge counts once (design.md §1.1 rule 4); not a difference.\n")
+	p("- **`pg-cdc dump` (pg-cdc's own reader)**: `pg-cdc dump --table T --format csv` against PostgreSQL's `COPY (SELECT * FROM T ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)` (TimeZone UTC, ISO dates), byte for byte.\n\n")
+	p("| table | rows in PostgreSQL | DuckDB (independent): files read, rows | replayed change rows | equal (DuckDB) | rows by `pg-cdc dump` | equal (`pg-cdc dump`) |\n| --- | ---: | ---: | ---: | --- | ---: | --- |\n")
+	cell := func(ok bool, detail string) string {
+		if ok {
+			return "✅ equal"
 		}
-		p("| `%s` | %s | %s | %s |\n", v.table, count(v.pgRows), count(v.sinkRows), eq)
+		return "❌ **not equal**: " + strings.ReplaceAll(strings.ReplaceAll(detail, "|", "\\|"), "\n", " ")
+	}
+	for _, v := range res.verify {
+		p("| `%s` | %s | %d files, %s rows | %s | %s | %s | %s |\n", v.table, count(v.pgRows), v.duckFiles, count(v.duckRows), count(int(v.dupChanges)),
+			cell(v.duckEqual, v.duckDetail), count(v.dumpRows), cell(v.dumpEqual, v.dumpDetail))
 	}
 	p("\n")
+	if k != nil {
+		res.renderKill(p)
+	}
 
 	p("### Samples, a minute apart\n\n")
 	p("Rates, flush quantiles and CPU are over the minute before the row; the rest are the row's sample.\n\n")
@@ -329,10 +367,65 @@ func (r *report) renderSoak(p func(string, ...any)) {
 	}
 }
 
+// renderKill is kill mode's subsection of the soak report.
+func (res *soakResult) renderKill(p func(string, ...any)) {
+	k := res.kill
+	p("### Kill mode\n\n")
+	p("`pg-cdc start` got SIGKILL (its process group) every %s of the workload and was started again at once with the same configuration: **%d kills, %d restarts** (%d processes in all, each with its own log). ", k.every, len(k.kills), k.restarts, len(k.logs))
+	p("Every other kill, the first among them, was aimed at a compaction: it waited up to %s for a compaction scratch directory of the running process (`<state.path>/compact/<schema>.<table>[.minor].pid<pid>`, which internal/compact makes when a table's compaction starts and removes when it ends) and killed at a random point up to %s after one appeared, while one was still there. ", soakAimWait, soakAimDelay)
+	p("The daemon logs no line when a compaction starts, so whether a kill landed inside one is read after it from those directories: one the killed process left behind is a compaction that started and did not end. ")
+	aimedSaw := 0
+	for _, x := range k.kills {
+		if x.aimedAt != "" {
+			aimedSaw++
+		}
+	}
+	p("**%d of %d kills landed inside a compaction** (aimed: %d; of those, %d saw one start in time).", k.landed(), len(k.kills), k.aimed(), aimedSaw)
+	if k.landed() == 0 {
+		p(" No kill was seen inside a compaction: this run does not show one.")
+	}
+	p(" Compactions committed over all the processes (their \"merged deltas\" and \"compacted table\" log lines; `pgcdc_compactions_total` starts again at zero with each process): %d minor, %d major.\n\n", k.minor, k.major)
+	lsn := k.lsn
+	p("The outside LSN sampler (a connection of its own, every %s, from `pg-cdc init` to the last stop) read the slot's `confirmed_flush_lsn` from `pg_replication_slots`, then the sink's `_pgcdc/manifest.json`; a violation is the slot confirmed past the manifest's `end_lsn` (or an unreadable manifest). The slot is read first: the manifest's end only grows, so a later read can only make the check more lenient. ", soakLSNEvery)
+	p("**%s samples, %d violations**", count(lsn.samples), lsn.violations)
+	if lsn.samples == 0 {
+		p(" (**no sample taken: the check shows nothing**)")
+	}
+	if lsn.errors > 0 {
+		p("; %d samples could not be taken (the last: %s)", lsn.errors, strings.ReplaceAll(lsn.lastErr, "\n", " "))
+	}
+	p(".\n\n")
+	for _, v := range lsn.first {
+		p("- violation: %s\n", v)
+	}
+	if len(lsn.first) > 0 {
+		p("\n")
+	}
+	if len(k.kills) > 0 {
+		p("| kill | at | the process had run | aimed at a compaction | compactions left unfinished (started, not ended) |\n| ---: | ---: | ---: | --- | --- |\n")
+		for i, x := range k.kills {
+			aimed := "no"
+			switch {
+			case x.aimed && x.aimedAt != "":
+				aimed = "yes: saw " + x.aimedAt + " start"
+			case x.aimed:
+				aimed = fmt.Sprintf("yes: none started within %s", soakAimWait)
+			}
+			p("| %d | %s | %s | %s | %s |\n", i+1, clock(x.at), x.uptime.Round(time.Second), aimed, listOr(x.inFlight, "none"))
+		}
+		p("\n")
+	}
+}
+
 // soakChartDir is where the charts go, beside the report: BENCHMARKS.md's
-// are in BENCHMARKS-soak/.
-func soakChartDir(out string) string {
-	return strings.TrimSuffix(out, filepath.Ext(out)) + "-soak"
+// are in BENCHMARKS-soak/, and kill mode's in BENCHMARKS-soak-kill/, so
+// the two runs' sections can stand side by side.
+func soakChartDir(out string, kill bool) string {
+	dir := strings.TrimSuffix(out, filepath.Ext(out)) + "-soak"
+	if kill {
+		dir += "-kill"
+	}
+	return dir
 }
 
 // soakCharts are the charts of res, one per series.
@@ -387,7 +480,7 @@ var soakChartOrder = []string{"flush", "manifest", "delta-files", "rss", "query"
 // writeSoakCharts writes one SVG per series beside the report and records
 // their links (relative to the report).
 func writeSoakCharts(out string, res *soakResult) error {
-	dir := soakChartDir(out)
+	dir := soakChartDir(out, res.kill != nil)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
