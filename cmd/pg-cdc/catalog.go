@@ -40,16 +40,14 @@ func openPublisher(cfg config.Config, sink blob.Store, log *slog.Logger) (*catal
 	if uri == "" && ic.Type == config.IcebergSQL {
 		uri = filepath.Join(cfg.State.Path, "iceberg-catalog.db")
 	}
-	ad, closeCat, err := openIceberg(ic.Type, uri, cfg.Storage.Path, ic.Properties)
+	ad, closeCat, err := openIceberg(ic.Type, uri, cfg.Storage, sink, ic.Properties)
 	if err != nil {
 		return nil, nil, err
 	}
-	root := cfg.Storage.Path
 	p := catalog.New(catalog.Options{Catalog: ad, Prefix: ic.Namespace, Retention: cfg.History.Retention,
 		SnapshotMaxAge: ic.SnapshotMaxAge, SnapshotMinKeep: ic.SnapshotMinKeep, CommitInterval: ic.CommitInterval, Log: log,
-		// The tombstones a state table masks, read from the filesystem sink
-		// (the only one catalog.type iceberg publishes so far).
-		Positions: tombstones(root), History: history(sink)})
+		// The tombstones a state table masks, read through the sink's store.
+		Positions: tombstones(sink), History: history(sink)})
 	return p, closeCat, nil
 }
 

@@ -586,8 +586,8 @@ aws:
 
 // TestCatalogConfig: rest needs an http(s) URL, glue takes none and a
 // namespace Glue can hold; catalog.type glue points to catalog.iceberg.type;
-// merge-on-read is refused by key until built; REST and Glue secrets never
-// print.
+// merge-on-read is refused by key until built; REST, Glue and IO secrets
+// never print; every sink publishes, but Glue not a GCS sink.
 func TestCatalogConfig(t *testing.T) {
 	base := "source:\n  postgres:\n    url: postgres://u@h/db\ncatalog:\n  type: iceberg\n  iceberg:\n"
 	for _, c := range []struct{ yaml, want string }{
@@ -636,8 +636,22 @@ func TestCatalogConfig(t *testing.T) {
 	if cfg.Storage.Type != "" && cfg.Storage.Type != "filesystem" {
 		t.Errorf("storage %q", cfg.Storage.Type)
 	}
-	_, err = Parse([]byte(base+"    type: glue\nstorage:\n  type: s3\n  bucket: b\n  region: eu-west-1\n"), "t.yml", nil)
-	if err == nil || !strings.Contains(err.Error(), "storage.type") {
-		t.Errorf("glue over an s3 sink: %v, want the filesystem-only refusal", err)
+	// Object-store sinks publish (s3:// and gs:// locations); Glue over a
+	// GCS sink is refused, by name.
+	for _, sink := range []string{"storage:\n  type: s3\n  bucket: b\n  region: eu-west-1\n", "storage:\n  type: gcs\n  bucket: b\n"} {
+		for _, kind := range []string{"    type: sql\n", "    type: rest\n    uri: https://cat.example/api\n", "    type: glue\n"} {
+			_, err = Parse([]byte(base+kind+sink), "t.yml", nil)
+			if refused := strings.Contains(sink, "gcs") && strings.Contains(kind, "glue"); refused != (err != nil) ||
+				refused && !strings.Contains(err.Error(), "storage.type") {
+				t.Errorf("%q over %q: %v (refused: %v)", kind, sink, err, refused)
+			}
+		}
+	}
+	cfg, err = Parse([]byte(base+"    properties:\n      s3.access-key-id: AKIDEXAMPLE\n      s3.secret-access-key: s3cr3t-key\nstorage:\n  type: s3\n  bucket: b\n"), "t.yml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := fmt.Sprintf("%+v", cfg.Redacted()); strings.Contains(r, "s3cr3t") {
+		t.Errorf("redacted: %s", r)
 	}
 }

@@ -444,8 +444,11 @@ func (c Config) validateCatalog(p *problems) {
 			p.got("catalog.iceberg.properties", k, "set catalog.iceberg.uri and catalog.iceberg.type instead")
 		}
 	}
-	if c.Storage.Type != "" && c.Storage.Type != "filesystem" {
-		p.got("storage.type", c.Storage.Type, "catalog.type iceberg publishes a filesystem sink only so far")
+	// Every sink publishes (its s3:// or gs:// locations), but Glue's
+	// readers (Athena, EMR, Glue jobs) read S3 only: a GCS sink publishes
+	// through the sql or rest catalog.
+	if ic.Type == IcebergGlue && c.Storage.Type == StorageGCS {
+		p.got("storage.type", c.Storage.Type, "catalog.iceberg.type glue publishes a filesystem or s3 sink (Glue's readers read S3, not GCS); use the sql or rest catalog")
 	}
 	if ic.Namespace == "" || strings.ContainsAny(ic.Namespace, "./") {
 		p.got("catalog.iceberg.namespace", ic.Namespace, "must be a non-empty name without . or /")
@@ -695,7 +698,9 @@ func (c Config) Redacted() Config {
 // headers, Glue's secret access key and session token.
 func SecretCatalogProperty(k string) bool {
 	switch k {
-	case "token", "credential", "glue.secret-access-key", "glue.session-token":
+	case "token", "credential", "glue.secret-access-key", "glue.session-token",
+		// iceberg-go's IO credentials, when set by hand
+		"s3.secret-access-key", "s3.session-token", "gcs.jsonkey", "gcs.oauth2.token":
 		return true
 	}
 	return strings.HasPrefix(k, "header.")

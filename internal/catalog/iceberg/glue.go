@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/glue"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -34,8 +34,8 @@ const glueSep = "__"
 // own (it is only the start of the databases' names).
 const glueLevels = 2
 
-// OpenGlue opens the AWS Glue Data Catalog as an Iceberg catalog over a
-// filesystem sink at root, and returns the adapter and the function that
+// OpenGlue opens the AWS Glue Data Catalog as an Iceberg catalog over the
+// warehouse wh, and returns the adapter and the function that
 // closes the catalog. It makes no call to Glue: the first is the
 // publisher's (Open wraps it in Lazy all the same, as REST, so a failure
 // to build the client is retried rather than fatal).
@@ -47,17 +47,23 @@ const glueLevels = 2
 // without them the AWS SDK's default chain: environment, shared files,
 // instance role), glue.max-retries, glue.retry-mode, glue.skip-archive
 // (default true: no table version archived per commit); and
-// PropRequestTimeout, which bounds every request. The tables' files and
-// metadata are under file://<abs root>, the sink.
-func OpenGlue(ctx context.Context, root string, props map[string]string) (*Adapter, func() error, error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, nil, fmt.Errorf("iceberg warehouse %s: %w", root, err)
-	}
-	location := "file://" + filepath.ToSlash(abs)
+// PropRequestTimeout, which bounds every request; and iceberg-go's IO
+// properties (s3.*, gcs.*), over wh's. The tables' files and metadata are
+// under wh.Location, the sink.
+//
+// iceberg-go's Glue catalog reads a table's metadata (LoadTable) with an
+// S3 client built on its own AWS configuration (Glue's region, endpoint
+// and credentials), overridden only by the s3.* properties set: so the
+// warehouse always sets s3.region, and a Glue endpoint of its own
+// (glue.endpoint) needs the S3 endpoint spelled out, or the metadata would
+// be asked of Glue's.
+func OpenGlue(ctx context.Context, wh Warehouse, props map[string]string) (*Adapter, func() error, error) {
 	timeout := DefaultRequestTimeout
 	var opts []func(*awsconfig.LoadOptions) error
 	aprops := glue.AwsProperties{}
+	for k, v := range wh.IO {
+		aprops[k] = v
+	}
 	for k, v := range props {
 		switch k {
 		case glue.Region:
@@ -87,6 +93,13 @@ func OpenGlue(ctx context.Context, root string, props map[string]string) (*Adapt
 		}
 		aprops[k] = v // glue.id, glue.skip-archive and the rest are read by the catalog
 	}
+	if strings.HasPrefix(wh.Location, "s3://") && props[glue.Endpoint] != "" && aprops[icebergio.S3EndpointURL] == "" {
+		region := aprops[icebergio.S3Region]
+		if region == "" {
+			return nil, nil, fmt.Errorf("glue catalog: with %s set, the S3 sink needs storage.region or storage.endpoint (else the tables' metadata would be read from the Glue endpoint)", glue.Endpoint)
+		}
+		aprops[icebergio.S3EndpointURL] = "https://s3." + region + ".amazonaws.com"
+	}
 	key, secret, token := props[glue.AccessKeyID], props[glue.SecretAccessKey], props[glue.SessionToken]
 	if (key == "") != (secret == "") || (token != "" && key == "") {
 		return nil, nil, fmt.Errorf("glue catalog: %s and %s go together (and %s with them)", glue.AccessKeyID, glue.SecretAccessKey, glue.SessionToken)
@@ -105,7 +118,7 @@ func OpenGlue(ctx context.Context, root string, props map[string]string) (*Adapt
 	if err != nil {
 		return nil, nil, fmt.Errorf("glue catalog: %w", err)
 	}
-	return New(&glueNames{cat: cat}, location), cat.Close, nil
+	return NewIn(&glueNames{cat: cat}, wh), cat.Close, nil
 }
 
 // glueNames is iceberg-go's Glue catalog under pg-cdc's identifiers: a

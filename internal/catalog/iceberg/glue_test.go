@@ -47,7 +47,7 @@ func openGlue(t *testing.T, s *sink) (*gluetest.Server, *adapter.Adapter, icecat
 	t.Helper()
 	ctx := context.Background()
 	srv := gluetest.New(t)
-	ad, closeCat, err := adapter.OpenGlue(ctx, s.dir, glueProps(srv))
+	ad, closeCat, err := adapter.OpenGlue(ctx, s.warehouse(), glueProps(srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestGlueOpen(t *testing.T) {
 	down := gluetest.New(t)
 	props := glueProps(down)
 	props[glue.MaxRetries] = "1"
-	ad, closeDown, err := adapter.OpenGlue(ctx, s.dir, props)
+	ad, closeDown, err := adapter.OpenGlue(ctx, s.warehouse(), props)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,17 @@
 // Package iceberg adapts github.com/apache/iceberg-go to the publisher's
 // port (catalog.Catalog): any of its catalogs (the embedded SQL catalog on
 // SQLite, REST, Glue), tables whose data files are the sink's own files,
-// addressed under the warehouse, the sink's root. The Iceberg metadata
-// (metadata JSON, manifest lists, manifests) and the state tables'
-// position delete files live under the sink's _pgcdc/iceberg/ prefix,
-// which pg-cdc's garbage collection never touches (expiry deletes them:
-// expire.go).
+// addressed under the warehouse, the sink's root (file://, s3:// or gs://:
+// Warehouse). The Iceberg metadata (metadata JSON, manifest lists,
+// manifests) and the state tables' position delete files live under the
+// sink's _pgcdc/iceberg/ prefix, which pg-cdc's garbage collection never
+// touches (expiry deletes them: expire.go). iceberg-go's IO writes and
+// reads the metadata, with the sink's endpoint and credentials; pg-cdc
+// writes the position delete files through the sink's own store.
 package iceberg
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -33,10 +36,11 @@ import (
 	"github.com/parquet-go/parquet-go"
 	_ "modernc.org/sqlite" // the SQL catalog's driver: pure Go
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
+	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	"github.com/pg-cdc/pg-cdc/internal/icebergschema"
 	"github.com/pg-cdc/pg-cdc/internal/manifest"
-	"github.com/pg-cdc/pg-cdc/internal/parquetfile"
 )
 
 // MetadataPrefix is where the tables' Iceberg metadata lives in the sink.
@@ -48,6 +52,11 @@ type Adapter struct {
 	// warehouse is the sink's root as a location ("file:///srv/sink",
 	// "s3://bucket/prefix"), without a trailing slash.
 	warehouse string
+	// store is the sink, which position delete files are written to
+	// (nil: a filesystem warehouse's, opened at its first use).
+	store     blob.Store
+	storeOnce sync.Once
+	storeErr  error
 
 	// held caches what each table's current snapshot holds, by table and
 	// snapshot id: the publisher loads every table at every version, and
@@ -77,10 +86,34 @@ type heldFiles struct {
 	files    map[string]bool
 }
 
-// New adapts cat, whose tables' files are under warehouse.
+// New adapts cat, whose tables' files are under the location warehouse;
+// position delete files are written there through a filesystem store, so
+// an object store's warehouse needs NewIn.
 func New(cat icecat.Catalog, warehouse string) *Adapter {
-	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(warehouse, "/"), held: map[string]heldFiles{}, manifests: map[string][]string{},
+	return NewIn(cat, Warehouse{Location: warehouse})
+}
+
+// NewIn adapts cat, whose tables' files are in the warehouse wh.
+func NewIn(cat icecat.Catalog, wh Warehouse) *Adapter {
+	return &Adapter{cat: cat, warehouse: strings.TrimSuffix(wh.Location, "/"), store: wh.Store, held: map[string]heldFiles{}, manifests: map[string][]string{},
 		lists: map[string][]unique.Handle[string]{}, retry: map[string][]string{}, swept: map[string]time.Time{}, now: time.Now}
+}
+
+// sink is the store the warehouse is: the one given, or a filesystem
+// warehouse's own.
+func (a *Adapter) sink() (blob.Store, error) {
+	a.storeOnce.Do(func() {
+		if a.store != nil {
+			return
+		}
+		root, ok := strings.CutPrefix(a.warehouse, "file://")
+		if !ok {
+			a.storeErr = fmt.Errorf("iceberg warehouse %s: no store to write it with", a.warehouse)
+			return
+		}
+		a.store, a.storeErr = fs.New(filepath.FromSlash(root))
+	})
+	return a.store, a.storeErr
 }
 
 // Location is a sink key's location in the warehouse.
@@ -285,7 +318,7 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 	}
 	tx := tbl.NewTransaction()
 	props := iceberg.Properties(c.Summary)
-	bare, err := a.bareFiles(tbl, c.Add)
+	bare, err := a.bareFiles(ctx, tbl, c.Add)
 	switch {
 	case err != nil:
 		return err
@@ -310,12 +343,12 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 // registers a file from its footer's column statistics, and refuses a
 // field id the schema lacks; such a commit goes without statistics (a
 // reader prunes none of its files, and reads them all correctly, the
-// dropped column unprojected). Only a filesystem sink's files are read
-// here; another warehouse's are registered from their footers.
-func (a *Adapter) bareFiles(tbl *table.Table, files []manifest.File) ([]iceberg.DataFile, error) {
-	root, ok := strings.CutPrefix(a.warehouse, "file://")
-	if !ok {
-		return nil, nil
+// dropped column unprojected). The footers are read through the table's
+// IO, as iceberg-go reads them, whatever the store.
+func (a *Adapter) bareFiles(ctx context.Context, tbl *table.Table, files []manifest.File) ([]iceberg.DataFile, error) {
+	fio, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
 	}
 	known := map[int]bool{}
 	for _, f := range tbl.Schema().Fields() {
@@ -327,8 +360,7 @@ func (a *Adapter) bareFiles(tbl *table.Table, files []manifest.File) ([]iceberg.
 	footers := make([]footer, len(files))
 	lacking := false
 	for i, mf := range files {
-		path := filepath.Join(root, filepath.FromSlash(mf.Path))
-		f, err := os.Open(path)
+		f, err := fio.Open(a.Location(mf.Path))
 		if err != nil {
 			return nil, fmt.Errorf("register %s: %w", mf.Path, err)
 		}
@@ -395,15 +427,13 @@ func (a *Adapter) MetadataLocation(ctx context.Context, id catalog.Ident) (strin
 }
 
 // OpenSQL opens the embedded SQL catalog on the SQLite file path (made when
-// missing) over a filesystem sink at root, and returns the adapter and the
-// function that closes the catalog. Several processes may share the file
-// (start and pg-cdc catalog sync): SQLite serialises their writes, waiting
-// up to 10 s for the lock.
-func OpenSQL(path, root string) (*Adapter, func() error, error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, nil, fmt.Errorf("iceberg warehouse %s: %w", root, err)
-	}
+// missing) over the warehouse wh, and returns the adapter and the function
+// that closes the catalog. props are iceberg-go's IO properties set by hand
+// (s3.*, gcs.*), over wh's. Several processes may share the file (start and
+// pg-cdc catalog sync): SQLite serialises their writes, waiting up to 10 s
+// for the lock. The catalog is local whatever the sink: the tables'
+// metadata is in the sink.
+func OpenSQL(path string, wh Warehouse, props map[string]string) (*Adapter, func() error, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
 	}
@@ -411,13 +441,14 @@ func OpenSQL(path, root string) (*Adapter, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
 	}
-	warehouse := "file://" + filepath.ToSlash(abs)
-	cat, err := sqlcat.NewCatalog("pgcdc", db, sqlcat.SQLite, iceberg.Properties{"warehouse": warehouse})
+	cprops := iceberg.Properties(wh.withIO(props))
+	cprops["warehouse"] = wh.Location
+	cat, err := sqlcat.NewCatalog("pgcdc", db, sqlcat.SQLite, cprops)
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("iceberg catalog %s: %w", path, err)
 	}
-	return New(cat, warehouse), db.Close, nil
+	return NewIn(cat, wh), db.Close, nil
 }
 
 // posDelete is one row of an Iceberg position delete file: the spec's
@@ -454,7 +485,7 @@ func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error
 	}
 	var deletes []iceberg.DataFile
 	if len(c.Masked) > 0 {
-		df, err := a.writePositionDeletes(c)
+		df, err := a.writePositionDeletes(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -604,8 +635,9 @@ const deletesSubdir = "deletes"
 
 // writePositionDeletes writes c.Masked as one position delete file,
 // <version>-<time>.parquet in the table's deletes directory (sorted by
-// file and position, as the spec asks), and returns its entry.
-func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile, error) {
+// file and position, as the spec asks), through the sink's store, and
+// returns its entry.
+func (a *Adapter) writePositionDeletes(ctx context.Context, c catalog.StateCommit) (iceberg.DataFile, error) {
 	var rows []posDelete
 	for _, path := range slices.Sorted(maps.Keys(c.Masked)) {
 		for _, p := range c.Masked[path] {
@@ -619,63 +651,25 @@ func (a *Adapter) writePositionDeletes(c catalog.StateCommit) (iceberg.DataFile,
 		return cmp.Compare(x.Pos, y.Pos)
 	})
 	loc := a.tableLocation(c.Ident) + "/" + deletesSubdir + "/" + c.Summary[catalog.SummaryManifestVersion] + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".parquet"
-	local, ok := strings.CutPrefix(loc, "file://")
-	if !ok {
-		return nil, fmt.Errorf("position deletes: %s is not on a filesystem warehouse", loc)
-	}
-	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.CreateTemp(filepath.Dir(local), ".posdel-*")
+	store, err := a.sink()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("position deletes: %w", err)
 	}
-	defer os.Remove(f.Name())
-	w := parquet.NewGenericWriter[posDelete](f, parquet.Compression(&parquet.Zstd))
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[posDelete](&buf, parquet.Compression(&parquet.Zstd))
 	if _, err := w.Write(rows); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("position deletes: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("position deletes: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, err
+	size := int64(buf.Len())
+	if err := putBytes(ctx, store, a.key(loc), buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("position deletes: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(f.Name(), local); err != nil {
-		return nil, err
-	}
-	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes, loc, iceberg.ParquetFile, nil, nil, nil, int64(len(rows)), st.Size())
+	b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes, loc, iceberg.ParquetFile, nil, nil, nil, int64(len(rows)), size)
 	if err != nil {
 		return nil, err
 	}
 	return b.Build(), nil
-}
-
-// Tombstones reads the positions of the rows whose __op is D in a file of
-// the filesystem sink at root (catalog.Options.Positions): a compacted
-// base's tombstones, which the state table masks.
-func Tombstones(root string) func(context.Context, string) ([]int64, error) {
-	return func(_ context.Context, key string) ([]int64, error) {
-		f, err := os.Open(filepath.Join(root, filepath.FromSlash(key)))
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		return parquetfile.OpPositions(f, st.Size(), "D")
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	_ "modernc.org/sqlite"
 
+	"github.com/pg-cdc/pg-cdc/internal/blob"
 	"github.com/pg-cdc/pg-cdc/internal/blob/fs"
 	"github.com/pg-cdc/pg-cdc/internal/catalog"
 	adapter "github.com/pg-cdc/pg-cdc/internal/catalog/iceberg"
@@ -40,11 +41,18 @@ type row struct {
 	w   int // written only by schema version 2
 }
 
-// sink is a filesystem sink whose versions the test commits by hand.
+// sinkStore is a sink's store: the manifest's too.
+type sinkStore interface {
+	blob.Store
+	blob.Conditional
+}
+
+// sink is a sink whose versions the test commits by hand: a filesystem
+// sink at dir (newSink), or an object store's (newSinkOn, dir empty).
 type sink struct {
 	t     *testing.T
 	dir   string
-	store *fs.Store
+	store sinkStore
 	mc    *manifest.Committer
 	tbl   *cdc.Table
 	now   time.Time
@@ -57,7 +65,15 @@ func newSink(t *testing.T) *sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{t: t, dir: dir, store: store, now: time.Now().UTC().Add(-time.Minute)}
+	s := newSinkOn(t, store)
+	s.dir = dir
+	return s
+}
+
+// newSinkOn is a sink in store, with the table's snapshot committed.
+func newSinkOn(t *testing.T, store sinkStore) *sink {
+	var err error
+	s := &sink{t: t, store: store, now: time.Now().UTC().Add(-time.Minute)}
 	s.tbl = &cdc.Table{ID: cdc.TableID{Schema: "public", Name: "t"}, OID: 100, ReplicaIdentity: cdc.ReplicaIdentityDefault, SchemaVersion: 1,
 		PrimaryKey: []string{"id"},
 		Columns: []cdc.Column{
@@ -80,6 +96,11 @@ func newSink(t *testing.T) *sink {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// warehouse is the sink as the adapter addresses it.
+func (s *sink) warehouse() adapter.Warehouse {
+	return adapter.Warehouse{Location: "file://" + s.dir, Store: s.store}
 }
 
 // write puts a Parquet file of rows (in the table's current schema).
@@ -198,11 +219,17 @@ func openCatalog(t *testing.T, s *sink) (*sqlcat.Catalog, *adapter.Adapter) {
 // iceberg-go's own scanner: "op:id:v[:w]" per row, in (lsn, seq) order.
 func scan(t *testing.T, cat icecat.Catalog, id catalog.Ident) []string {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := cat.LoadTable(ctx, append(table.Identifier{}, append(id.Namespace, id.Name)...))
+	tbl, err := cat.LoadTable(context.Background(), append(table.Identifier{}, append(id.Namespace, id.Name)...))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return scanTable(t, tbl, id)
+}
+
+// scanTable reads tbl as scan does.
+func scanTable(t *testing.T, tbl *table.Table, id catalog.Ident) []string {
+	t.Helper()
+	ctx := context.Background()
 	at, err := tbl.Scan().ToArrowTable(ctx)
 	if err != nil {
 		t.Fatalf("scan %s: %v", id, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"time"
 
 	iceberg "github.com/apache/iceberg-go"
@@ -24,7 +23,7 @@ const PropRequestTimeout = "pgcdc.request-timeout"
 const DefaultRequestTimeout = time.Minute
 
 // OpenREST opens the Iceberg REST catalog at uri (its base URI: the
-// routes are under uri/v1) over a filesystem sink at root, and returns the
+// routes are under uri/v1) over the warehouse wh, and returns the
 // adapter and the function that closes the catalog's connections. It asks
 // the server for its configuration at once, so a catalog that is down or
 // refuses the credentials fails here.
@@ -34,20 +33,22 @@ const DefaultRequestTimeout = time.Minute
 // (client_id:client_secret, exchanged at the OAuth2 endpoint), scope,
 // audience, resource, oauth2-server-uri (default uri/v1/oauth/tokens),
 // prefix, warehouse (what the server knows the warehouse by; default
-// file://<abs root>), header.<name>, rest.sigv4-enabled and
-// rest.signing-region/-name, rest.tls.skip-verify; and PropRequestTimeout.
-// The tables' files are always addressed under file://<abs root>, the
-// sink, whatever the server calls its warehouse.
-func OpenREST(ctx context.Context, uri, root string, props map[string]string) (*Adapter, func() error, error) {
-	abs, err := filepath.Abs(root)
-	if err != nil {
-		return nil, nil, fmt.Errorf("iceberg warehouse %s: %w", root, err)
-	}
-	location := "file://" + filepath.ToSlash(abs)
+// wh.Location), header.<name>, rest.sigv4-enabled and
+// rest.signing-region/-name, rest.tls.skip-verify; iceberg-go's IO
+// properties (s3.*, gcs.*), over wh's; and PropRequestTimeout. The tables'
+// files are always addressed under wh.Location, the sink, whatever the
+// server calls its warehouse. The server's configuration (its defaults
+// and overrides) and credentials it vends for a table reach the IO too:
+// iceberg-go merges them over the client's properties.
+func OpenREST(ctx context.Context, uri string, wh Warehouse, props map[string]string) (*Adapter, func() error, error) {
+	location := wh.Location
 	timeout := DefaultRequestTimeout
 	warehouse := location
 	opts := []rest.Option{}
 	extra := iceberg.Properties{}
+	for k, v := range wh.IO {
+		extra[k] = v
+	}
 	for k, v := range props {
 		switch k {
 		case "token":
@@ -93,7 +94,7 @@ func OpenREST(ctx context.Context, uri, root string, props map[string]string) (*
 	if err != nil {
 		return nil, nil, fmt.Errorf("iceberg REST catalog %s: %w", redactURI(uri), err)
 	}
-	return New(cat, location), cat.Close, nil
+	return NewIn(cat, wh), cat.Close, nil
 }
 
 // redactURI is uri without a password, for errors.

@@ -25,7 +25,7 @@ func openREST(t *testing.T, s *sink, props map[string]string) (*resttest.Server,
 	t.Helper()
 	ctx := context.Background()
 	srv := resttest.New(t, "file://"+s.dir)
-	ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.dir, props)
+	ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.warehouse(), props)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,17 +196,17 @@ func TestRESTAuth(t *testing.T) {
 	s := newSink(t)
 	srv := resttest.New(t, "file://"+s.dir)
 	srv.RequireToken("tok-3f9a", "pgcdc:s3cret-77")
-	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, nil); !errors.Is(err, rest.ErrUnauthorized) {
+	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.warehouse(), nil); !errors.Is(err, rest.ErrUnauthorized) {
 		t.Errorf("no token: %v, want %v", err, rest.ErrUnauthorized)
 	}
-	_, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, map[string]string{"credential": "pgcdc:wrong"})
+	_, _, err := adapter.OpenREST(ctx, srv.URL, s.warehouse(), map[string]string{"credential": "pgcdc:wrong"})
 	if err == nil {
 		t.Error("a wrong credential was accepted")
 	} else if strings.Contains(err.Error(), "wrong") {
 		t.Errorf("the error shows the credential: %v", err)
 	}
 	for _, props := range []map[string]string{{"token": "tok-3f9a"}, {"credential": "pgcdc:s3cret-77"}} {
-		ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.dir, props)
+		ad, closeCat, err := adapter.OpenREST(ctx, srv.URL, s.warehouse(), props)
 		if err != nil {
 			t.Fatalf("%v: %v", props, err)
 		}
@@ -216,7 +216,7 @@ func TestRESTAuth(t *testing.T) {
 		}
 		closeCat()
 	}
-	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.dir, map[string]string{adapter.PropRequestTimeout: "soon"}); err == nil {
+	if _, _, err := adapter.OpenREST(ctx, srv.URL, s.warehouse(), map[string]string{adapter.PropRequestTimeout: "soon"}); err == nil {
 		t.Error("a request timeout that is no duration was accepted")
 	}
 }
@@ -233,7 +233,7 @@ func TestLazyOpen(t *testing.T) {
 		if !up {
 			return nil, nil, errors.New("connection refused")
 		}
-		return adapter.OpenREST(ctx, srv.URL, s.dir, nil)
+		return adapter.OpenREST(ctx, srv.URL, s.warehouse(), nil)
 	})
 	t.Cleanup(func() { lazy.Close() })
 	p := catalog.New(catalog.Options{Catalog: lazy, Retention: time.Hour, Positions: positions(s)})

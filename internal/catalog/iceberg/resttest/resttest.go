@@ -84,13 +84,22 @@ type Server struct {
 
 // New starts a server whose tables' locations default to under warehouse
 // (a location: "file:///…"); it is closed when t's test ends.
-func New(t testing.TB, warehouse string) *Server {
+func New(t testing.TB, warehouse string) *Server { return NewWithIO(t, warehouse, nil) }
+
+// NewWithIO is New with the properties the server's own IO reaches the
+// warehouse with (s3.endpoint, …): the server writes the tables' metadata
+// files.
+func NewWithIO(t testing.TB, warehouse string, io map[string]string) *Server {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "catalog.db")+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := sqlcat.NewCatalog("resttest", db, sqlcat.SQLite, iceberg.Properties{"warehouse": warehouse})
+	props := iceberg.Properties{"warehouse": warehouse}
+	for k, v := range io {
+		props[k] = v
+	}
+	cat, err := sqlcat.NewCatalog("resttest", db, sqlcat.SQLite, props)
 	if err != nil {
 		db.Close()
 		t.Fatal(err)
