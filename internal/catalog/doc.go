@@ -25,6 +25,11 @@
 //     differs.
 //  3. Commit the schema and the files as one Iceberg commit whose summary
 //     records v (pgcdc.manifest-version), its end LSN and commit time.
+//     Both of a captured table's Iceberg tables are planned before either
+//     commits; when both change and the catalog has multi-table commits
+//     (Transactional: a REST catalog advertising them), their snapshots go
+//     as one transaction, both or neither, a failed one retried whole by
+//     planning again.
 //  4. Expire snapshots older than snapshot_max_age (keeping the newest
 //     snapshot_min_keep), then delete the manifest lists and manifests
 //     only the expired snapshots named; never a data file: those are

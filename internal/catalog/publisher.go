@@ -41,6 +41,24 @@ type Catalog interface {
 	MetadataLocation(ctx context.Context, id Ident) (string, error)
 }
 
+// Transactional is a Catalog that can commit a captured table's changelog
+// and state table as one atomic multi-table commit (catalog/iceberg's
+// Adapter over a REST catalog that advertises POST
+// /v1/{prefix}/transactions/commit): the publisher then commits both
+// tables of one manifest version at once, and a reader never sees one
+// advanced without the other.
+type Transactional interface {
+	// CommitTables applies c (as Commit does) and s (as ReplaceState
+	// does) as one commit: both tables advance, or neither. It returns
+	// an error wrapping ErrNoTransactions, having committed nothing,
+	// when the catalog has no multi-table commits; the publisher then
+	// commits one table at a time.
+	CommitTables(ctx context.Context, c Commit, s StateCommit) error
+}
+
+// ErrNoTransactions: the catalog cannot commit several tables as one.
+var ErrNoTransactions = errors.New("the catalog has no multi-table transactions")
+
 // Referencer is a Catalog that says which sink keys the snapshots a table
 // retains name (catalog/iceberg's Adapter): Publisher.Referenced.
 type Referencer interface {
@@ -273,15 +291,14 @@ func (p *Publisher) Publish(ctx context.Context, m *manifest.Manifest) (Status, 
 	st := Status{}
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(m.Tables)) {
-		for _, publish := range []func(context.Context, string, *manifest.Manifest) (TableStatus, error){p.changelog, p.state} {
-			ts, err := publish(ctx, key, m)
-			if err != nil {
-				ts.Err = err.Error()
-				errs = append(errs, err)
-				if p.o.Observer != nil {
-					p.o.Observer.Failed(key)
-				}
+		tables, err := p.publishTable(ctx, key, m)
+		if err != nil {
+			errs = append(errs, err)
+			if p.o.Observer != nil {
+				p.o.Observer.Failed(key)
 			}
+		}
+		for _, ts := range tables {
 			if ts.Iceberg != "" {
 				st.Tables = append(st.Tables, ts)
 			}
@@ -299,44 +316,110 @@ func (p *Publisher) Publish(ctx context.Context, m *manifest.Manifest) (Status, 
 	return st, err
 }
 
-// changelog publishes one table's changelog (the order of effects in the
-// package comment).
-func (p *Publisher) changelog(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, error) {
+// publishTable publishes one captured table's changelog and state table
+// (the order of effects in the package comment): both are planned, then
+// committed, as one transaction when the catalog has them and both
+// tables change (Transactional), else one after the other, each failing on
+// its own. The statuses are the changelog's and the state table's (its
+// Iceberg empty when the table has no base yet), each with its error.
+func (p *Publisher) publishTable(ctx context.Context, key string, m *manifest.Manifest) ([2]TableStatus, error) {
+	cts, cplan, cerr := p.planChangelog(ctx, key, m)
+	sts, splan, serr := p.planStateTable(ctx, key, m)
+	if tx, ok := p.o.Catalog.(Transactional); ok && cerr == nil && serr == nil && cplan.commit != nil && splan != nil {
+		err := tx.CommitTables(ctx, *cplan.commit, *splan)
+		if err == nil {
+			p.changelogCommitted(ctx, key, m, &cts, cplan)
+			p.stateCommitted(ctx, key, m, &sts, splan)
+			return [2]TableStatus{cts, sts}, nil
+		}
+		if !errors.Is(err, ErrNoTransactions) {
+			// Neither advanced: the next attempt plans both again and
+			// retries the transaction whole.
+			err = fmt.Errorf("changelog and state of %s (%s, %s): commit manifest version %d as one transaction: %w",
+				key, cplan.commit.Ident, splan.Ident, m.Version, err)
+			cts.Err, sts.Err = err.Error(), err.Error()
+			return [2]TableStatus{cts, sts}, err
+		}
+	}
+	if cerr == nil {
+		cerr = p.commitChangelog(ctx, key, m, &cts, cplan)
+	}
+	if serr == nil {
+		serr = p.commitState(ctx, key, m, &sts, splan)
+	}
+	if cerr != nil {
+		cts.Err = cerr.Error()
+	}
+	if serr != nil {
+		sts.Err = serr.Error()
+	}
+	return [2]TableStatus{cts, sts}, errors.Join(cerr, serr)
+}
+
+// changelogPlan is what publishing a changelog at a manifest version takes.
+type changelogPlan struct {
+	// commit is nil when there is nothing to commit.
+	commit *Commit
+	// observe: the version is the observer's to hear of (not when the
+	// table held it already).
+	observe bool
+	now     time.Time
+}
+
+// planChangelog loads (or creates) table key's changelog and plans its
+// commit to manifest version m.
+func (p *Publisher) planChangelog(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, changelogPlan, error) {
 	mt := m.Tables[key]
 	id := ChangelogIdent(p.o.Prefix, mt.Schema, mt.Name)
 	ts := TableStatus{Table: key, Kind: KindChangelog, Iceberg: id.String()}
 	pub, err := p.ensure(ctx, key, KindChangelog, id, mt, m)
 	if err != nil {
-		return ts, err
+		return ts, changelogPlan{}, err
 	}
 	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
 	if pub.ManifestVersion >= m.Version {
-		return ts, nil // published already (by this process, another, or a commit whose answer was lost)
+		return ts, changelogPlan{}, nil // published already (by this process, another, or a commit whose answer was lost)
 	}
 	folded, err := p.folded(ctx, key, m, pub)
 	if err != nil {
-		return ts, err
+		return ts, changelogPlan{}, err
 	}
-	now := p.o.Now()
-	c, err := PlanChangelog(id, key, m, pub, now, p.o.Retention, folded)
+	plan := changelogPlan{observe: true, now: p.o.Now()}
+	c, err := PlanChangelog(id, key, m, pub, plan.now, p.o.Retention, folded)
 	if err != nil {
-		return ts, err
+		return ts, changelogPlan{}, err
 	}
 	if !c.Empty() {
-		if err := p.o.Catalog.Commit(ctx, c); err != nil {
-			return ts, fmt.Errorf("changelog of %s (%s): commit manifest version %d: %w", key, id, m.Version, err)
+		plan.commit = &c
+	}
+	return ts, plan, nil
+}
+
+// commitChangelog commits a changelog's plan on its own.
+func (p *Publisher) commitChangelog(ctx context.Context, key string, m *manifest.Manifest, ts *TableStatus, plan changelogPlan) error {
+	if c := plan.commit; c != nil {
+		if err := p.o.Catalog.Commit(ctx, *c); err != nil {
+			return fmt.Errorf("changelog of %s (%s): commit manifest version %d: %w", key, c.Ident, m.Version, err)
 		}
+	}
+	p.changelogCommitted(ctx, key, m, ts, plan)
+	return nil
+}
+
+// changelogCommitted records a changelog's plan as committed, then
+// expires its snapshots.
+func (p *Publisher) changelogCommitted(ctx context.Context, key string, m *manifest.Manifest, ts *TableStatus, plan changelogPlan) {
+	if c := plan.commit; c != nil {
 		ts.Committed, ts.Added, ts.Removed = true, len(c.Add), len(c.Remove)
-		ts.Version, ts.Files = m.Version, len(pub.Files)+len(c.Add)-len(c.Remove)
-		p.o.Log.Debug("published", "table", key, "iceberg", id.String(), "version", m.Version, "added", len(c.Add), "removed", len(c.Remove))
+		ts.Version, ts.Files = m.Version, ts.Files+len(c.Add)-len(c.Remove)
+		p.o.Log.Debug("published", "table", key, "iceberg", c.Ident.String(), "version", m.Version, "added", len(c.Add), "removed", len(c.Remove))
 		// The commit stands whatever the expiry does; the next one
 		// expires again.
-		p.expire(ctx, key, id)
+		p.expire(ctx, key, c.Ident)
 	}
-	if p.o.Observer != nil {
-		p.o.Observer.Published(key, m.Version, now.Sub(m.Freshness()), ts.Committed)
+	if plan.observe && p.o.Observer != nil {
+		p.o.Observer.Published(key, m.Version, plan.now.Sub(m.Freshness()), ts.Committed)
 	}
-	return ts, nil
 }
 
 // folded lists the change files that the major compactions of table key
@@ -412,32 +495,44 @@ func (p *Publisher) ensure(ctx context.Context, key string, kind Kind, id Ident,
 	return Published{Files: map[string]bool{}, SchemaID: schema.SchemaID}, nil
 }
 
-// state publishes one table's current state as of its base: when the
+// planStateTable plans table key's state table as of its base: when the
 // base's files (or the schema) differ from the state table's, all of it is
 // replaced, the base's tombstones masked (copy-on-write at compaction).
-func (p *Publisher) state(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, error) {
+// The commit is nil when there is nothing to do, the status empty when
+// the table has no base yet.
+func (p *Publisher) planStateTable(ctx context.Context, key string, m *manifest.Manifest) (TableStatus, *StateCommit, error) {
 	mt := m.Tables[key]
-	want := StateFiles(mt)
-	if len(want) == 0 {
-		return TableStatus{}, nil // no base yet: nothing to publish
+	if len(StateFiles(mt)) == 0 {
+		return TableStatus{}, nil, nil // no base yet: nothing to publish
 	}
 	id := StateIdent(p.o.Prefix, mt.Schema, mt.Name)
 	ts := TableStatus{Table: key, Kind: KindState, Iceberg: id.String()}
 	pub, err := p.ensure(ctx, key, KindState, id, mt, m)
 	if err != nil {
-		return ts, err
+		return ts, nil, err
 	}
 	ts.Version, ts.Files = pub.ManifestVersion, len(pub.Files)
 	c, err := p.planState(ctx, id, key, m, pub)
-	if err != nil || c == nil {
-		return ts, err
+	return ts, c, err
+}
+
+// commitState commits a state table's plan on its own.
+func (p *Publisher) commitState(ctx context.Context, key string, m *manifest.Manifest, ts *TableStatus, c *StateCommit) error {
+	if c == nil {
+		return nil
 	}
 	if err := p.o.Catalog.ReplaceState(ctx, *c); err != nil {
-		return ts, fmt.Errorf("state of %s (%s): replace with manifest version %d's base: %w", key, id, m.Version, err)
+		return fmt.Errorf("state of %s (%s): replace with manifest version %d's base: %w", key, c.Ident, m.Version, err)
 	}
-	ts.Committed, ts.Added, ts.Removed, ts.Version, ts.Files = true, len(c.Files), len(pub.Files), m.Version, len(c.Files)
-	p.expire(ctx, key, id)
-	return ts, nil
+	p.stateCommitted(ctx, key, m, ts, c)
+	return nil
+}
+
+// stateCommitted records a state table's replacement as committed, then
+// expires its snapshots.
+func (p *Publisher) stateCommitted(ctx context.Context, key string, m *manifest.Manifest, ts *TableStatus, c *StateCommit) {
+	ts.Committed, ts.Added, ts.Removed, ts.Version, ts.Files = true, len(c.Files), ts.Files, m.Version, len(c.Files)
+	p.expire(ctx, key, c.Ident)
 }
 
 // expire expires table id's snapshots after a commit to it, and logs what

@@ -15,6 +15,7 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -104,9 +105,6 @@ func OpenGlue(ctx context.Context, wh Warehouse, props map[string]string) (*Adap
 	if (key == "") != (secret == "") || (token != "" && key == "") {
 		return nil, nil, fmt.Errorf("glue catalog: %s and %s go together (and %s with them)", glue.AccessKeyID, glue.SecretAccessKey, glue.SessionToken)
 	}
-	if key != "" {
-		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(key, secret, token)))
-	}
 	// The SDK's buildable client, not an http.Client: with AWS_CA_BUNDLE
 	// set, LoadDefaultConfig refuses a plain one.
 	opts = append(opts, awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(timeout)))
@@ -114,11 +112,41 @@ func OpenGlue(ctx context.Context, wh Warehouse, props map[string]string) (*Adap
 	if err != nil {
 		return nil, nil, fmt.Errorf("glue catalog: %w", err)
 	}
+	if key != "" {
+		cfg.Credentials = glueOnly{
+			glue: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, token)),
+			sink: cfg.Credentials,
+		}
+	}
 	cat, err := glue.NewCatalog(glue.WithAwsConfig(cfg), glue.WithAwsProperties(aprops))
 	if err != nil {
 		return nil, nil, fmt.Errorf("glue catalog: %w", err)
 	}
 	return NewIn(&glueNames{cat: cat}, wh), cat.Close, nil
+}
+
+// glueOnly signs Glue's calls with the static glue.* keys and everything
+// else with the default chain, the sink's credentials. iceberg-go's Glue
+// catalog hands its AWS configuration to the S3 IO that reads a table's
+// metadata (LoadTable, and the read before each commit), while the IO that
+// writes the metadata, the manifests and the sink itself sign with the
+// default chain: with the static keys in that configuration, a deployment
+// whose Glue identity is not its bucket's would write the metadata and
+// fail to read it back. The service is the one the SDK records in the
+// request's context (awsmiddleware.GetServiceID); only S3's take the
+// chain, so a Glue call can never go out with the sink's keys.
+type glueOnly struct {
+	glue, sink aws.CredentialsProvider
+}
+
+func (g glueOnly) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	if awsmiddleware.GetServiceID(ctx) == "S3" {
+		if g.sink == nil {
+			return aws.Credentials{}, errors.New("no credentials for the sink's bucket: the AWS SDK's default chain found none")
+		}
+		return g.sink.Retrieve(ctx)
+	}
+	return g.glue.Retrieve(ctx)
 }
 
 // glueNames is iceberg-go's Glue catalog under pg-cdc's identifiers: a

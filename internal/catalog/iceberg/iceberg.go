@@ -25,11 +25,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 
 	iceberg "github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -78,6 +80,9 @@ type Adapter struct {
 	// last swept.
 	swept map[string]time.Time
 	now   func() time.Time
+	// noTxn: the catalog turned out to have no multi-table transactions
+	// (CommitTables).
+	noTxn atomic.Bool
 }
 
 // heldFiles are the data files of one snapshot of a table.
@@ -301,12 +306,24 @@ func (a *Adapter) setSchema(ctx context.Context, tbl *table.Table, sc *iceberg.S
 // Commit applies c: the schema, then one snapshot adding and removing the
 // files, its summary c.Summary.
 func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
-	tbl, err := a.load(ctx, c.Ident, c.Schema)
-	if err != nil {
+	tx, err := a.stageCommit(ctx, c)
+	if err != nil || tx == nil {
 		return err
 	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+// stageCommit pushes c's schema (a commit of its own), then stages c's
+// files as one snapshot in a transaction on the table, uncommitted (nil
+// when c has no files).
+func (a *Adapter) stageCommit(ctx context.Context, c catalog.Commit) (*table.Transaction, error) {
+	tbl, err := a.load(ctx, c.Ident, c.Schema)
+	if err != nil {
+		return nil, err
+	}
 	if len(c.Add) == 0 && len(c.Remove) == 0 {
-		return nil
+		return nil, nil
 	}
 	add := make([]string, len(c.Add))
 	for i, f := range c.Add {
@@ -321,7 +338,7 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 	bare, err := a.bareFiles(ctx, tbl, c.Add)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case bare != nil:
 		err = a.commitBare(ctx, tx, tbl, bare, remove, props)
 	case len(remove) == 0:
@@ -330,10 +347,9 @@ func (a *Adapter) Commit(ctx context.Context, c catalog.Commit) error {
 		err = tx.ReplaceDataFiles(ctx, remove, add, props)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = tx.Commit(ctx)
-	return err
+	return tx, nil
 }
 
 // bareFiles are files as Iceberg data files with their row count and size
@@ -463,23 +479,35 @@ type posDelete struct {
 // delete files are replaced by the new data files (one snapshot), then the
 // position deletes are added (a second), both landing at once.
 func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error {
+	tx, err := a.stageState(ctx, c)
+	if err != nil || tx == nil {
+		return err
+	}
+	_, err = tx.Commit(ctx)
+	return err
+}
+
+// stageState pushes c's schema (a commit of its own), writes the position
+// delete file, and stages the replacement in a transaction on the table,
+// uncommitted (nil when the table holds c's files already).
+func (a *Adapter) stageState(ctx context.Context, c catalog.StateCommit) (*table.Transaction, error) {
 	tbl, err := a.load(ctx, c.Ident, c.Schema)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	oldData, oldDeletes, err := a.entries(ctx, tbl)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if samePaths(oldData, c.Files, a) {
-		return nil // the same base (a new schema only, pushed above): its tombstones are masked already
+		return nil, nil // the same base (a new schema only, pushed above): its tombstones are masked already
 	}
 	spec := tbl.Spec()
 	var add []iceberg.DataFile
 	for _, f := range c.Files {
 		b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, a.Location(f.Path), iceberg.ParquetFile, nil, nil, nil, f.Rows, f.Bytes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		add = append(add, b.Build())
 	}
@@ -487,7 +515,7 @@ func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error
 	if len(c.Masked) > 0 {
 		df, err := a.writePositionDeletes(ctx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		deletes = append(deletes, df)
 	}
@@ -495,20 +523,78 @@ func (a *Adapter) ReplaceState(ctx context.Context, c catalog.StateCommit) error
 	tx := tbl.NewTransaction()
 	if len(oldData)+len(oldDeletes) == 0 {
 		if err := tx.NewRowDelta(props).AddRows(add...).AddDeletes(deletes...).Commit(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		if err := tx.ReplaceFiles(ctx, oldData, add, oldDeletes, props); err != nil {
-			return err
+			return nil, err
 		}
 		if len(deletes) > 0 {
 			if err := tx.NewRowDelta(props).AddDeletes(deletes...).Commit(ctx); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	_, err = tx.Commit(ctx)
-	return err
+	return tx, nil
+}
+
+// CommitTables applies c and s as one commit through the catalog's
+// multi-table transaction (iceberg-go's catalog.TransactionalCatalog: the
+// REST catalog, when its server advertises POST
+// /v1/{prefix}/transactions/commit): both tables' snapshots land, or
+// neither. Their schemas, when they change, are pushed first, each in a
+// commit of its own: a schema alone changes no snapshot, so no reader sees
+// one table's version without the other's. Without transactions it
+// returns catalog.ErrNoTransactions having committed nothing, and says so
+// at once afterwards. A failed transaction is not replayed here (a 5xx may
+// have applied it): the publisher plans both tables again.
+func (a *Adapter) CommitTables(ctx context.Context, c catalog.Commit, s catalog.StateCommit) error {
+	tc, ok := a.cat.(icecat.TransactionalCatalog)
+	if !ok || a.noTxn.Load() {
+		return fmt.Errorf("iceberg catalog %s: %w", a.cat.CatalogType(), catalog.ErrNoTransactions)
+	}
+	clTx, err := a.stageCommit(ctx, c)
+	if err != nil {
+		return err
+	}
+	stTx, err := a.stageState(ctx, s)
+	if err != nil {
+		return err
+	}
+	var txs []*table.Transaction
+	for _, tx := range []*table.Transaction{clTx, stTx} {
+		if tx != nil {
+			txs = append(txs, tx)
+		}
+	}
+	switch len(txs) {
+	case 0:
+		return nil
+	case 1:
+		_, err := txs[0].Commit(ctx)
+		return err
+	}
+	commits := make([]table.TableCommit, len(txs))
+	for i, tx := range txs {
+		if commits[i], err = tx.TableCommit(); err != nil {
+			return err
+		}
+	}
+	err = tc.CommitTransaction(ctx, commits)
+	if errors.Is(err, rest.ErrEndpointNotSupported) {
+		// Checked by the client before any request: nothing was sent.
+		// The position delete file staged is named by no snapshot; the
+		// hourly sweep deletes it.
+		a.noTxn.Store(true)
+		return fmt.Errorf("iceberg REST catalog: %w: %w", catalog.ErrNoTransactions, err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, tx := range txs {
+		tx.MarkCommitted()
+	}
+	return nil
 }
 
 // samePaths reports whether data are exactly files' locations.
@@ -673,3 +759,8 @@ func (a *Adapter) writePositionDeletes(ctx context.Context, c catalog.StateCommi
 	}
 	return b.Build(), nil
 }
+
+var (
+	_ catalog.Transactional = (*Adapter)(nil)
+	_ catalog.Transactional = (*Lazy)(nil)
+)

@@ -83,6 +83,14 @@ func (l *Lazy) ReplaceState(ctx context.Context, c catalog.StateCommit) error {
 	return ad.ReplaceState(ctx, c)
 }
 
+func (l *Lazy) CommitTables(ctx context.Context, c catalog.Commit, s catalog.StateCommit) error {
+	ad, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return ad.CommitTables(ctx, c, s)
+}
+
 func (l *Lazy) Expire(ctx context.Context, id catalog.Ident, maxAge time.Duration, keep int) (int, error) {
 	ad, err := l.get(ctx)
 	if err != nil {

@@ -249,3 +249,129 @@ func TestLazyOpen(t *testing.T) {
 		t.Errorf("inspect after the catalog came up: %+v, %v", st, err)
 	}
 }
+
+// TestRESTTransaction: over a REST catalog that advertises POST
+// /v1/{prefix}/transactions/commit, a manifest version that changes both
+// of a table's Iceberg tables commits them in one transaction: both
+// advance to it at once. A fault inside the transaction (the server fails
+// after applying the first table's change) leaves neither advanced, and
+// the publisher's retry commits both, whole; so does a retry after a
+// transaction whose answer was lost, which finds both published. A
+// catalog that does not advertise the endpoint gets one table at a time.
+func TestRESTTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t)
+	srv, ad, _ := openREST(t, s, map[string]string{adapter.PropRequestTimeout: "5s"})
+	p := catalog.New(catalog.Options{Catalog: ad, Retention: time.Hour, Positions: positions(s)})
+	cl := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
+	st := catalog.StateIdent(catalog.DefaultPrefix, "public", "t")
+	// at is the manifest version each table's current snapshot records
+	// and how many snapshots it has, read from the SQL catalog behind the
+	// server.
+	at := func() [4]uint64 {
+		t.Helper()
+		var out [4]uint64
+		for i, id := range []catalog.Ident{cl, st} {
+			snaps := snapshots(t, srv.Catalog(), id)
+			out[2*i] = catalog.VersionOf(snaps[len(snaps)-1].Summary.Properties)
+			out[2*i+1] = uint64(len(snaps))
+		}
+		return out
+	}
+
+	m := s.mc.Current()
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Transactions(); n != 1 {
+		t.Errorf("the snapshot's version took %d transactions, want 1 for both tables", n)
+	}
+	if got, want := at(), [4]uint64{m.Version, 1, m.Version, 1}; got != want {
+		t.Errorf("after the snapshot: (version, snapshots) of changelog and state %v, want %v", got, want)
+	}
+	before := at()
+
+	// A version that changes both tables: a compaction (a new base, a
+	// tombstone) and a delta after it.
+	s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}})
+	s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}}, 1)
+	m = s.delta([]row{{cdc.OpInsert, 0x300, 5, "e", 0}})
+	srv.FailNextTransaction()
+	if _, err := p.Publish(ctx, m); err == nil {
+		t.Fatal("a transaction that failed inside: no error")
+	}
+	if got := at(); got != before {
+		t.Errorf("after a transaction failed inside: %v, want neither table advanced %v", got, before)
+	}
+	equal(t, "changelog after the failed transaction", scan(t, srv.Catalog(), cl), "I:1:a", "I:2:b", "I:3:c")
+	equal(t, "state after the failed transaction", scan(t, srv.Catalog(), st), "I:1:a", "I:2:b", "I:3:c")
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if n := srv.Transactions(); n != 2 {
+		t.Errorf("%d transactions, want 2", n)
+	}
+	// The state table's replacement is two snapshots (the files, then
+	// their position deletes) in its one commit (ReplaceState).
+	if got, want := at(), [4]uint64{m.Version, before[1] + 1, m.Version, before[3] + 2}; got != want {
+		t.Errorf("after the retry: %v, want both advanced, in one commit %v", got, want)
+	}
+	changes := []string{"I:1:a", "I:2:b", "I:3:c", "U:1:a2", "D:2:-", "I:4:d", "I:5:e"}
+	equal(t, "changelog after the retry", scan(t, srv.Catalog(), cl), changes...)
+	equal(t, "state after the retry (tombstone masked)", scan(t, srv.Catalog(), st), "I:3:c", "U:1:a2", "I:4:d")
+
+	// The transaction applied, its answer lost: the retry finds both
+	// tables at the version and commits nothing.
+	before = at()
+	s.compact([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}, {cdc.OpDelete, 0x200, 2, "", 0}, {cdc.OpInsert, 0x100, 3, "c", 0}, {cdc.OpInsert, 0x200, 4, "d", 0}, {cdc.OpInsert, 0x300, 5, "e", 0}}, 1)
+	m = s.delta([]row{{cdc.OpInsert, 0x400, 6, "f", 0}})
+	srv.LoseNextCommit()
+	if _, err := p.Publish(ctx, m); err == nil {
+		t.Fatal("a transaction whose answer was lost: no error")
+	}
+	if got, want := at(), [4]uint64{m.Version, before[1] + 1, m.Version, before[3] + 2}; got != want {
+		t.Errorf("after a lost answer: %v, want both applied %v", got, want)
+	}
+	if _, err := p.Publish(ctx, m); err != nil {
+		t.Fatalf("retry after a lost answer: %v", err)
+	}
+	if n := srv.Transactions(); n != 3 {
+		t.Errorf("%d transactions, want 3 (the lost answer's applied, its retry none)", n)
+	}
+	if got, want := at(), [4]uint64{m.Version, before[1] + 1, m.Version, before[3] + 2}; got != want {
+		t.Errorf("after the retry of a lost answer: %v, want nothing committed twice %v", got, want)
+	}
+	equal(t, "changelog after a lost answer", scan(t, srv.Catalog(), cl), append(changes, "I:6:f")...)
+	equal(t, "state after a lost answer", scan(t, srv.Catalog(), st), "I:3:c", "U:1:a2", "I:4:d", "I:5:e")
+
+	// A catalog without the endpoint: one table at a time, no transaction
+	// sent.
+	s2 := newSink(t)
+	srv2 := resttest.New(t, "file://"+s2.dir)
+	srv2.NoTransactions()
+	ad2, closeCat, err := adapter.OpenREST(ctx, srv2.URL, s2.warehouse(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeCat() })
+	p2 := catalog.New(catalog.Options{Catalog: ad2, Retention: time.Hour, Positions: positions(s2)})
+	for range 2 { // the second: the adapter knows by then
+		m2 := s2.delta([]row{{cdc.OpInsert, 0x200 + s2.n, 10 + s2.n, "x", 0}})
+		s2.compact([]row{{cdc.OpInsert, 0x100, 1, "a", 0}}, 0)
+		m2 = s2.delta([]row{{cdc.OpInsert, 0x300 + s2.n, 20 + s2.n, "y", 0}})
+		if _, err := p2.Publish(ctx, m2); err != nil {
+			t.Fatal(err)
+		}
+		if v := catalog.VersionOf(snapshots(t, srv2.Catalog(), st)[len(snapshots(t, srv2.Catalog(), st))-1].Summary.Properties); v != m2.Version {
+			t.Errorf("without transactions: state at version %d, want %d", v, m2.Version)
+		}
+	}
+	for _, r := range srv2.Requests() {
+		if strings.Contains(r, "transactions") {
+			t.Errorf("a catalog that does not advertise transactions was sent %s", r)
+		}
+	}
+	if n := srv2.Transactions(); n != 0 {
+		t.Errorf("%d transactions on a catalog without them", n)
+	}
+}

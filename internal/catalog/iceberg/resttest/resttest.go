@@ -16,6 +16,15 @@
 // Faults can be armed for the next table commit (LoseNextCommit,
 // RefuseNextCommit, StallNextCommit), so tests see what a publisher does
 // when a real catalog's answer is lost, refused or late.
+//
+// POST /v1/transactions/commit (the spec's commitTransaction) is
+// all-or-nothing: every table's requirements are validated first, then
+// the changes are applied one table after another, and when one fails
+// (or FailNextTransaction's fault strikes between two tables) the tables
+// already changed are put back to the metadata they held. Commits and
+// loads are serialised by the server, so no client of it ever sees a
+// transaction half applied. NoTransactions stops advertising the
+// endpoint.
 package resttest
 
 import (
@@ -43,6 +52,9 @@ import (
 // sep joins a namespace's levels in a path segment and in the parent
 // query parameter (the spec's default namespace-separator, %1F).
 const sep = "\x1f"
+
+// catalogName is the SQL catalog's name, its rows' catalog_name.
+const catalogName = "resttest"
 
 // maxStall bounds how long a stalled answer waits for its client to go
 // away, so a test whose client has no timeout still ends.
@@ -72,7 +84,12 @@ type Server struct {
 	URL string
 
 	cat *sqlcat.Catalog
+	db  *sql.DB
 	srv *httptest.Server
+
+	// tx serialises table commits and transactions (write) against
+	// table loads (read), so a transaction is seen whole or not at all.
+	tx sync.RWMutex
 
 	mu         sync.Mutex
 	faults     []fault
@@ -80,6 +97,9 @@ type Server struct {
 	credential string // the client credential /v1/oauth/tokens exchanges for token
 	requests   []string
 	commits    int
+	txns       int  // transactions applied
+	txFail     int  // transactions to fail after their first table change
+	noTxn      bool // the transactions endpoint is not advertised
 }
 
 // New starts a server whose tables' locations default to under warehouse
@@ -99,12 +119,12 @@ func NewWithIO(t testing.TB, warehouse string, io map[string]string) *Server {
 	for k, v := range io {
 		props[k] = v
 	}
-	cat, err := sqlcat.NewCatalog("resttest", db, sqlcat.SQLite, props)
+	cat, err := sqlcat.NewCatalog(catalogName, db, sqlcat.SQLite, props)
 	if err != nil {
 		db.Close()
 		t.Fatal(err)
 	}
-	s := &Server{cat: cat}
+	s := &Server{cat: cat, db: db}
 	s.srv = httptest.NewServer(s.routes())
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
@@ -145,6 +165,32 @@ func (s *Server) StallNextCommit(applied bool) {
 	} else {
 		s.arm(faultStallDropped)
 	}
+}
+
+// FailNextTransaction makes the next transaction fail inside: its first
+// table change is applied, then the server fails (500) before the next
+// one, and the change applied is undone, as the spec's all-or-nothing
+// asks.
+func (s *Server) FailNextTransaction() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.txFail++
+}
+
+// NoTransactions makes GET /v1/config stop advertising POST
+// /v1/{prefix}/transactions/commit, as a catalog without multi-table
+// commits: a client that honours the list never calls it.
+func (s *Server) NoTransactions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noTxn = true
+}
+
+// Transactions is the number of transactions applied.
+func (s *Server) Transactions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txns
 }
 
 func (s *Server) arm(f fault) {
@@ -298,10 +344,16 @@ func (s *Server) oauthToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	eps := endpoints
+	if s.noTxn {
+		eps = slices.DeleteFunc(slices.Clone(endpoints), func(e string) bool { return strings.HasSuffix(e, "/transactions/commit") })
+	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"defaults":  map[string]string{},
 		"overrides": map[string]string{},
-		"endpoints": endpoints,
+		"endpoints": eps,
 	})
 }
 
@@ -430,7 +482,9 @@ func (s *Server) createTable(w http.ResponseWriter, r *http.Request) {
 // spec's tableExists). The snapshots query parameter is ignored: every
 // snapshot is sent, as "all" asks.
 func (s *Server) loadTable(w http.ResponseWriter, r *http.Request) {
+	s.tx.RLock()
 	tbl, err := s.cat.LoadTable(r.Context(), append(namespace(r), r.PathValue("table")))
+	s.tx.RUnlock()
 	if err != nil {
 		if r.Method == http.MethodHead && errors.Is(err, icecat.ErrNoSuchTable) {
 			w.WriteHeader(http.StatusNotFound)
@@ -475,7 +529,9 @@ func (s *Server) commitTable(w http.ResponseWriter, r *http.Request) {
 	}
 	// The server's own work is not cancelled when its client goes away:
 	// a stalled or lost answer is for a commit that happened.
+	s.tx.Lock()
 	res, err := s.commit(context.WithoutCancel(r.Context()), ident, req.Requirements, req.Updates)
+	s.tx.Unlock()
 	if err != nil {
 		writeCatalogError(w, err)
 		return
@@ -522,10 +578,12 @@ func (s *Server) commit(ctx context.Context, ident table.Identifier, reqs []tabl
 	return tableResult{MetadataLocation: loc, Metadata: meta}, nil
 }
 
-// commitTransaction is the spec's commitTransaction. The SQL catalog has
-// no multi-table transaction, so the changes are validated against every
-// table first and applied one after another: atomic only without a
-// concurrent writer, which is what a test server needs.
+// commitTransaction is the spec's commitTransaction, all-or-nothing: the
+// SQL catalog has no multi-table transaction, so the changes are
+// validated against every table first, then applied one table after
+// another under the server's lock, and a failure part-way puts the tables
+// already changed back to the metadata they held (undo). 204 when every
+// change is applied.
 func (s *Server) commitTransaction(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		TableChanges []commitRequest `json:"table-changes"`
@@ -533,13 +591,27 @@ func (s *Server) commitTransaction(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
+	if len(req.TableChanges) == 0 {
+		writeError(w, http.StatusBadRequest, "BadRequestException", "a transaction needs a table change")
+		return
+	}
 	ctx := context.WithoutCancel(r.Context())
-	for _, c := range req.TableChanges {
+	s.tx.Lock()
+	defer s.tx.Unlock()
+	idents := make([]table.Identifier, len(req.TableChanges))
+	for i, c := range req.TableChanges {
 		if c.Identifier == nil {
 			writeError(w, http.StatusBadRequest, "BadRequestException", "a table change needs its identifier")
 			return
 		}
-		cur, err := s.cat.LoadTable(ctx, append(append(table.Identifier{}, c.Identifier.Namespace...), c.Identifier.Name))
+		idents[i] = append(append(table.Identifier{}, c.Identifier.Namespace...), c.Identifier.Name)
+		for _, earlier := range idents[:i] {
+			if slices.Equal(earlier, idents[i]) {
+				writeError(w, http.StatusBadRequest, "BadRequestException", fmt.Sprintf("table %v changed twice in one transaction", idents[i]))
+				return
+			}
+		}
+		cur, err := s.cat.LoadTable(ctx, idents[i])
 		if err != nil {
 			writeCatalogError(w, err)
 			return
@@ -561,13 +633,37 @@ func (s *Server) commitTransaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "injected: the commit was dropped")
 		return
 	}
-	for _, c := range req.TableChanges {
-		ident := append(append(table.Identifier{}, c.Identifier.Namespace...), c.Identifier.Name)
-		if _, err := s.commit(ctx, ident, c.Requirements, c.Updates); err != nil {
-			writeCatalogError(w, err)
+	var undo []undoEntry
+	for i, c := range req.TableChanges {
+		if i > 0 && s.takeTxFail() {
+			err := s.undo(ctx, undo)
+			writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("injected: failed inside the transaction, after %d of its %d tables (undone: %v)", i, len(req.TableChanges), err))
+			return
+		}
+		before, err := s.cat.LoadTable(ctx, idents[i])
+		var prev sql.NullString
+		if err == nil {
+			err = s.db.QueryRowContext(ctx, `SELECT previous_metadata_location FROM iceberg_tables WHERE catalog_name = ? AND metadata_location = ?`,
+				catalogName, before.MetadataLocation()).Scan(&prev)
+		}
+		if err == nil {
+			var res tableResult
+			if res, err = s.commit(ctx, idents[i], c.Requirements, c.Updates); err == nil {
+				undo = append(undo, undoEntry{from: res.MetadataLocation, to: before.MetadataLocation(), prev: prev})
+			}
+		}
+		if err != nil {
+			if uerr := s.undo(ctx, undo); uerr != nil {
+				writeError(w, http.StatusInternalServerError, "InternalServerError", fmt.Sprintf("table %v: %v; undoing the tables changed before it: %v", idents[i], err, uerr))
+				return
+			}
+			writeCatalogError(w, fmt.Errorf("table %v: %w", idents[i], err))
 			return
 		}
 	}
+	s.mu.Lock()
+	s.txns++
+	s.mu.Unlock()
 	switch f {
 	case faultLose:
 		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "injected: the commit was applied, its answer lost")
@@ -576,4 +672,41 @@ func (s *Server) commitTransaction(w http.ResponseWriter, r *http.Request) {
 		stall(r.Context())
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// undoEntry puts a table changed inside a transaction back: its current
+// metadata location from, the one it held before to, and the previous
+// location the catalog's row held then.
+type undoEntry struct {
+	from, to string
+	prev     sql.NullString
+}
+
+func (s *Server) takeTxFail() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.txFail == 0 {
+		return false
+	}
+	s.txFail--
+	return true
+}
+
+// undo puts the tables of a failed transaction back, newest first: the SQL
+// catalog's row of each points at the metadata it held before again (its
+// own compare-and-swap column; the row is found by the metadata location
+// the transaction left). The metadata files the transaction wrote stay,
+// named by no table.
+func (s *Server) undo(ctx context.Context, entries []undoEntry) error {
+	for _, e := range slices.Backward(entries) {
+		res, err := s.db.ExecContext(ctx, `UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? WHERE catalog_name = ? AND metadata_location = ?`,
+			e.to, e.prev, catalogName, e.from)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("undo %s: %d rows (%v)", e.from, n, err)
+		}
+	}
+	return nil
 }
