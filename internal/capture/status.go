@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -212,22 +213,12 @@ func printManifest(out io.Writer, m *manifest.Manifest, now time.Time) {
 	}
 	printAdjusted(out, m, keys)
 	if n := len(m.Garbage); n > 0 {
-		oldest := m.Garbage[0].RetiredAt
-		for _, g := range m.Garbage {
-			if g.RetiredAt.Before(oldest) {
-				oldest = g.RetiredAt
-			}
-		}
+		oldest := slices.MinFunc(m.Garbage, func(a, b manifest.RetiredFile) int { return a.RetiredAt.Compare(b.RetiredAt) }).RetiredAt
 		fmt.Fprintf(out, "garbage:   %d retired files, oldest retired %s ago; deleted by compaction once older than gc.grace_period\n",
 			n, now.Sub(oldest).Round(time.Second))
 	}
 	if n := len(m.Folds); n > 0 {
-		oldest := m.Folds[0].Since
-		for _, f := range m.Folds {
-			if f.Since.Before(oldest) {
-				oldest = f.Since
-			}
-		}
+		oldest := slices.MinFunc(m.Folds, func(a, b manifest.Fold) int { return a.Since.Compare(b.Since) }).Since
 		fmt.Fprintf(out, "folded:    %d folds of files major compactions retired, the oldest begun %s ago; deleted once older than history.retention\n",
 			n, now.Sub(oldest).Round(time.Second))
 	}

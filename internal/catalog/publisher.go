@@ -122,6 +122,20 @@ type Publisher struct {
 
 	smu    sync.Mutex
 	status Status
+
+	// walks is each table's last history walk (folded): versions never
+	// change, so the same range gives the same files. A changelog a
+	// major compaction left with nothing to commit (every file it folded
+	// was published) keeps its version, and asks for the same range at
+	// every publication until its table changes.
+	wmu   sync.Mutex
+	walks map[string]walk
+}
+
+// walk is what folded found for a table between two versions.
+type walk struct {
+	from, to uint64
+	files    []manifest.RetiredFile
 }
 
 // Status is what the publisher last did.
@@ -429,9 +443,10 @@ func (p *Publisher) changelogCommitted(ctx context.Context, key string, m *manif
 // fold's and taking what the table held before each version that replaced
 // its base. Nothing is walked while the changelog is up to date with the
 // folds (a publisher keeping up walks a few versions a fold), or for a new
-// changelog, which starts from the table's current files. A walk the
-// history cannot make (the versions are past its retention) is a warning:
-// those changes stay readable in pg-cdc's changes views, not in the
+// changelog, which starts from the table's current files. Each table's
+// last walk is remembered (walks). A walk the history cannot make (the
+// versions are past its retention) is a warning and a failure counted
+// once: those changes stay readable in pg-cdc's changes views, not in the
 // changelog.
 func (p *Publisher) folded(ctx context.Context, key string, m *manifest.Manifest, pub Published) ([]manifest.RetiredFile, error) {
 	mt := m.Tables[key]
@@ -451,15 +466,34 @@ func (p *Publisher) folded(ctx context.Context, key string, m *manifest.Manifest
 	if p.o.History == nil {
 		return nil, fmt.Errorf("changelog of %s: manifest versions %d to %d folded files the changelog may lack, and the publisher has no history to read them from", key, pub.ManifestVersion, newest)
 	}
-	out, err := p.o.History.Folded(ctx, key, pub.ManifestVersion, newest)
-	if errors.Is(err, manifest.ErrNotReadable) || errors.Is(err, manifest.ErrOutsideRetention) {
-		p.o.Log.Warn("changelog: the history no longer holds the versions whose compactions folded files the changelog lacks; their changes are not published",
-			"table", key, "published_version", pub.ManifestVersion, "newest_fold_version", newest, "error", err)
-		return nil, nil
+	p.wmu.Lock()
+	w, ok := p.walks[key]
+	p.wmu.Unlock()
+	if !ok || w.from != pub.ManifestVersion || w.to != newest {
+		files, err := p.o.History.Folded(ctx, key, pub.ManifestVersion, newest)
+		if errors.Is(err, manifest.ErrNotReadable) || errors.Is(err, manifest.ErrOutsideRetention) {
+			// Published without them, counted as a failure so an alert
+			// on the catalog's failures sees it, once: the walk is
+			// remembered like any other.
+			p.o.Log.Warn("changelog: the history no longer holds the versions whose compactions folded files the changelog lacks; their changes are not published",
+				"table", key, "published_version", pub.ManifestVersion, "newest_fold_version", newest, "error", err)
+			if p.o.Observer != nil {
+				p.o.Observer.Failed(key)
+			}
+			files, err = nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("changelog of %s: the files compactions folded after manifest version %d: %w", key, pub.ManifestVersion, err)
+		}
+		w = walk{from: pub.ManifestVersion, to: newest, files: files}
+		p.wmu.Lock()
+		if p.walks == nil {
+			p.walks = map[string]walk{}
+		}
+		p.walks[key] = w
+		p.wmu.Unlock()
 	}
-	if err != nil {
-		return nil, fmt.Errorf("changelog of %s: the files compactions folded after manifest version %d: %w", key, pub.ManifestVersion, err)
-	}
+	out := slices.Clone(w.files)
 	for i, f := range out {
 		// Stamped as the fold holds them, so adding and removing agree.
 		if at, ok := m.FoldedAt(f.Path); ok {

@@ -209,12 +209,17 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 		if !sameBase(t.Base, oldBase) {
 			return ErrConcurrent
 		}
-		var kept []manifest.Delta
+		var (
+			kept    []manifest.Delta
+			retired []manifest.File
+		)
+		if t.Base != nil {
+			retired = append(retired, t.Base.Files...)
+		}
 		for _, d := range t.Deltas {
 			switch {
 			case folded[d.Epoch]:
-				// Retired by the fold below, with every other file of
-				// the range.
+				retired = append(retired, d.Files...)
 			case d.Epoch <= res.Epoch:
 				// Only a writer that is not the streamer could add an old
 				// epoch; folding around it would lose it.
@@ -228,7 +233,7 @@ func Table(ctx context.Context, store blob.Store, mc *manifest.Committer, id cdc
 			from = t.Base.Epoch
 		}
 		// The commit's version is the one after the version read.
-		m.AddFold(t, from, res.Epoch, m.Version+1, now, opts.foldWindow())
+		m.AddFold(t, from, res.Epoch, m.Version+1, now, opts.foldWindow(), retired)
 		t.Deltas = kept
 		t.Base = base
 		return nil

@@ -48,13 +48,24 @@ func FoldPrefix(t *Table) string {
 
 // AddFold records the major compaction of table t, committed as manifest
 // version version at at, which replaced its base of epoch from (0 for a
-// snapshot's, or none) with one of epoch through. It extends the newest
-// fold of the generation when that fold's range ends at from and it began
-// less than window ago, so a table holds about retention ÷ window folds
-// however often it is compacted; otherwise it adds a fold.
-func (m *Manifest) AddFold(t *Table, from, through, version uint64, at time.Time, window time.Duration) {
-	prefix := FoldPrefix(t)
+// snapshot's, or none) with one of epoch through, retiring the files
+// retired. It extends the newest fold of the generation when that fold's
+// range ends at from and it began less than window ago, so a table holds
+// about retention ÷ window folds however often it is compacted; otherwise
+// it adds a fold. A retired file the fold does not hold by its key (one
+// outside FileKey's layout) is listed in Garbage, so no retired file is
+// ever left to the orphan rule.
+func (m *Manifest) AddFold(t *Table, from, through, version uint64, at time.Time, window time.Duration, retired []File) {
 	at = at.UTC()
+	f := m.fold(FoldPrefix(t), from, through, version, at, window)
+	for _, r := range retired {
+		if !f.Holds(r.Path) {
+			m.Retire([]File{r}, at)
+		}
+	}
+}
+
+func (m *Manifest) fold(prefix string, from, through, version uint64, at time.Time, window time.Duration) Fold {
 	for i := len(m.Folds) - 1; i >= 0; i-- {
 		f := &m.Folds[i]
 		if f.Prefix != prefix {
@@ -62,11 +73,12 @@ func (m *Manifest) AddFold(t *Table, from, through, version uint64, at time.Time
 		}
 		if f.Through == from && at.Sub(f.Since) < window {
 			f.Through, f.RetiredAt, f.Version = through, at, version
-			return
+			return *f
 		}
 		break
 	}
 	m.Folds = append(m.Folds, Fold{Prefix: prefix, From: from, Through: through, RetiredAt: at, Since: at, Version: version})
+	return m.Folds[len(m.Folds)-1]
 }
 
 // Holds reports whether key is one of the files fold f retired, by the

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,9 +47,9 @@ func TestAddFoldBounded(t *testing.T) {
 	for i := range 14 * 24 * 60 {
 		at := start.Add(time.Duration(i) * time.Minute)
 		through := from + 7
-		m.AddFold(tab, from, through, uint64(i+1), at, window)
+		m.AddFold(tab, from, through, uint64(i+1), at, window, nil)
 		if i%600 == 0 {
-			m.AddFold(other, uint64(i), uint64(i)+1, uint64(i+1), at, window)
+			m.AddFold(other, uint64(i), uint64(i)+1, uint64(i+1), at, window, nil)
 		}
 		from = through
 	}
@@ -75,12 +76,39 @@ func TestAddFoldBounded(t *testing.T) {
 	}
 	// A major after a gap in the range (its base is not the fold's end).
 	n := len(m.Folds)
-	m.AddFold(tab, from+100, from+107, 1, start.Add(15*24*time.Hour-time.Hour), window)
+	m.AddFold(tab, from+100, from+107, 1, start.Add(15*24*time.Hour-time.Hour), window, nil)
 	if len(m.Folds) != n+1 {
 		t.Errorf("a fold that does not continue the newest one was merged into it")
 	}
 	at, ok := m.FoldedAt("public/t/g0001/delta/00000003/part-00000.parquet")
 	if !ok || !at.Equal(mine[0].RetiredAt) {
 		t.Errorf("FoldedAt = %v, %v; want %v", at, ok, mine[0].RetiredAt)
+	}
+}
+
+// TestAddFoldListsWhatItCannotHold: a retired file whose key the fold
+// cannot place (outside FileKey's layout) is listed in Garbage, so it is
+// kept and deleted as a retired file, never taken for an orphan; the files
+// the fold holds are not listed.
+func TestAddFoldListsWhatItCannotHold(t *testing.T) {
+	tab := &Table{Schema: "public", Name: "t", Generation: "g0001"}
+	m := &Manifest{}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.AddFold(tab, 0, 9, 4, at, time.Hour, []File{
+		{Path: "public/t/g0001/base/00000000/part-00000.parquet"},
+		{Path: "public/t/g0001/delta/00000009/part-00000.parquet"},
+		{Path: "public/t/g0001/legacy/part-00000.parquet"},
+		{Path: "public/t/g0001/delta/00000012/part-00000.parquet"}, // above the range
+	})
+	var listed []string
+	for _, g := range m.Garbage {
+		listed = append(listed, g.Path)
+		if !g.RetiredAt.Equal(at) {
+			t.Errorf("%s retired at %v, want %v", g.Path, g.RetiredAt, at)
+		}
+	}
+	want := []string{"public/t/g0001/legacy/part-00000.parquet", "public/t/g0001/delta/00000012/part-00000.parquet"}
+	if !slices.Equal(listed, want) {
+		t.Fatalf("garbage %v, want %v", listed, want)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -508,7 +510,7 @@ func (s *sink) fold(rows []row) *manifest.Manifest {
 		if mt.Base != nil && mt.Base.CompactedAt != nil {
 			from = mt.Base.Epoch
 		}
-		m.AddFold(mt, from, uint64(s.n), m.Version+1, at, time.Hour)
+		m.AddFold(mt, from, uint64(s.n), m.Version+1, at, time.Hour, mt.Files())
 		mt.Base = &manifest.Base{Epoch: uint64(s.n), MaxLSN: m.EndLSN, RowCount: int64(len(rows)), Files: []manifest.File{f},
 			CompactedAt: &at, SortedBy: []string{"id", "__lsn", "__seq"}}
 		mt.Deltas = nil
@@ -526,7 +528,8 @@ func TestChangelogBehindAFold(t *testing.T) {
 	s := newSink(t)
 	cat, ad := openCatalog(t, s)
 	clock := time.Now()
-	opts := catalog.Options{Catalog: ad, Retention: time.Hour, Now: func() time.Time { return clock }, Positions: positions(s), History: manifest.NewHistory(s.store)}
+	logReads := &countingStore{Store: s.store}
+	opts := catalog.Options{Catalog: ad, Retention: time.Hour, Now: func() time.Time { return clock }, Positions: positions(s), History: manifest.NewHistory(logReads)}
 	p := catalog.New(opts)
 	id := catalog.ChangelogIdent(catalog.DefaultPrefix, "public", "t")
 	m := s.delta([]row{{cdc.OpUpdate, 0x200, 1, "a2", 0}})
@@ -548,6 +551,18 @@ func TestChangelogBehindAFold(t *testing.T) {
 	}
 	equal(t, "nothing published without the history", scan(t, cat, id), "I:1:a", "I:2:b", "I:3:c", "U:1:a2")
 
+	// catalog status asks the same question again: the walk is not redone.
+	for i := range 2 {
+		if _, err := p.Inspect(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			logReads.reset()
+		}
+	}
+	if n := logReads.count(); n != 0 {
+		t.Errorf("a second drift check read %d history objects; the walk over the same versions is remembered", n)
+	}
 	if _, err := p.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -559,4 +574,32 @@ func TestChangelogBehindAFold(t *testing.T) {
 		t.Fatal(err)
 	}
 	equal(t, "past the retention", scan(t, cat, id), "I:5:e", "I:6:f")
+}
+
+// countingStore counts the objects read under the history log.
+type countingStore struct {
+	blob.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasPrefix(key, manifest.LogPrefix) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return c.Store.Get(ctx, key)
+}
+
+func (c *countingStore) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *countingStore) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n = 0
 }
